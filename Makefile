@@ -1,0 +1,37 @@
+# Every target sets itself up: a fresh machine needs only python3.11+ and make.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+# Local Ray must stay on loopback and never ask for tokens here.
+export RAY_AUTH_MODE ?= disabled
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
+export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S ?= 2
+export RAY_USAGE_STATS_ENABLED ?= 0
+
+.PHONY: venv demo test lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e '.[all,dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: venv
+	$(VENV)/bin/pacekeeper demo
+
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: venv lint
+	$(PY) -m pytest
+
+bench: venv
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,1 @@
+"""Remediation controller: policy models, decision core, actuators and operator runtime."""

@@ -1,0 +1,65 @@
+"""The kernel-timing backend interface the detector talks to.
+
+A backend is started and stopped around each profiled section (hot path: keep both
+cheap), and drained once per report window by ``collect``. It never raises into the
+training loop for its own failures; the detector's guard wraps calls as a last line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class BackendChoice:
+    """Which backend runs and why; shown in the report and logged once at start."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class KernelStat:
+    """Durations of one kernel identity over a window, in nanoseconds."""
+
+    num: int
+    median_ns: float
+    mean_ns: float
+    min_ns: float
+    max_ns: float
+    std_ns: float
+    total_ns: float
+
+
+@dataclass(frozen=True, slots=True)
+class KernelWindow:
+    """What a backend measured since the previous ``collect``.
+
+    ``kernels`` maps a stable kernel key (bounded under dynamic shapes) to its stats.
+    ``sections`` maps section name -> kernel key -> stats, for backends that attribute
+    kernels to the section that launched them; it may be empty.
+    """
+
+    kernels: dict[str, KernelStat] = field(default_factory=dict)
+    sections: dict[str, dict[str, KernelStat]] = field(default_factory=dict)
+    dropped_records: int = 0
+    records: int = 0
+
+
+@runtime_checkable
+class KernelTimingBackend(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def start(self, section: str) -> None:
+        """Section entry on the calling thread (hot path)."""
+
+    def stop(self, section: str) -> None:
+        """Section exit on the calling thread (hot path)."""
+
+    def collect(self) -> KernelWindow:
+        """Drain everything measured since the last call (called at report time)."""
+
+    def shutdown(self) -> None:
+        """Release the GPU tooling (CUPTI subscription, events) so others can attach."""

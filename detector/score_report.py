@@ -1,0 +1,320 @@
+"""The versioned score report: the one contract between a training job and the controller.
+
+Torch-free and Kubernetes-free on purpose: the controller image imports this module and
+nothing of the training stack. Field names on the wire are camelCase (the form the
+StragglerReport status and the Ray ScoreBoard store); Python attributes are snake_case.
+
+Scores follow one rule everywhere: ``None`` means "not measured" (no GPU, section not
+entered in this window); a present score is finite and non-negative. NaN never travels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+SCHEMA_VERSION = 1
+"""Bumped on any change a reader of an older version would misread."""
+
+K8S_STATUS_MAX_BYTES = 256 * 1024
+"""Kubernetes status form must stay under this (etcd objects are limited to ~1.5 MiB and
+large status patches make every watcher pay)."""
+
+MAX_REPORT_BYTES = 64 * 1024 * 1024
+"""The JSON form refuses anything larger: a report this big is a bug or an attack."""
+
+
+def _check_score(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value) or value < 0.0:
+        raise ValueError(f"score must be finite and >= 0, got {value!r}")
+    return value
+
+
+Score = Annotated[float | None, AfterValidator(_check_score)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        extra="forbid",
+        ser_json_inf_nan="strings",
+    )
+
+
+class Platform(StrEnum):
+    KUBERNETES = "kubernetes"
+    RAY = "ray"
+    LOCAL = "local"
+
+
+class JobIdentity(_Model):
+    """Who sent the report. Kubernetes jobs are namespace/name; Ray jobs carry their id."""
+
+    platform: Platform = Platform.LOCAL
+    namespace: str | None = None
+    name: str = Field(min_length=1, max_length=253)
+    ray_job_id: str | None = None
+
+    @model_validator(mode="after")
+    def _platform_fields(self) -> Self:
+        if self.platform is Platform.KUBERNETES and not self.namespace:
+            raise ValueError("job.namespace is required when job.platform is 'kubernetes'")
+        return self
+
+    @property
+    def key(self) -> str:
+        """Stable key used by the ScoreBoard and the controller's per-job state."""
+        if self.platform is Platform.KUBERNETES:
+            return f"{self.namespace}/{self.name}"
+        if self.platform is Platform.RAY and self.ray_job_id:
+            return f"ray:{self.ray_job_id}"
+        return f"{self.platform.value}:{self.name}"
+
+
+class KernelTiming(_Model):
+    """Which kernel-timing backend produced the GPU scores, and why it was chosen."""
+
+    backend: str = "none"
+    reason: str = ""
+    dropped_records: int = Field(default=0, ge=0)
+
+
+class RankScores(_Model):
+    rank: int = Field(ge=0)
+    node: str = Field(min_length=1)
+    pod: str | None = None
+    ray_node_id: str | None = None
+    gpu_relative: Score = None
+    gpu_individual: Score = None
+    section_relative: dict[str, Score] = Field(default_factory=dict)
+    section_individual: dict[str, Score] = Field(default_factory=dict)
+    section_samples: int = Field(default=0, ge=0)
+    """Section entries timed in this window (all sections together)."""
+    kernel_samples: int = Field(default=0, ge=0)
+    """Kernel records timed in this window."""
+
+    def worst_score(self) -> float | None:
+        """Lowest score of any kind on this rank, or None when nothing was measured."""
+        values = [
+            v
+            for v in (
+                self.gpu_relative,
+                self.gpu_individual,
+                *self.section_relative.values(),
+                *self.section_individual.values(),
+            )
+            if v is not None
+        ]
+        return min(values) if values else None
+
+
+class NodeSummary(_Model):
+    node: str
+    ranks: int = Field(ge=0)
+    min_score: Score = None
+    worst_rank: int | None = None
+
+
+class Summary(_Model):
+    """Statistics over all ranks; kept in full even when ranks are truncated."""
+
+    world_size: int = Field(ge=0)
+    reported_ranks: int = Field(ge=0)
+    min_score: Score = None
+    median_score: Score = None
+    p10_score: Score = None
+    worst_rank: int | None = None
+    nodes: list[NodeSummary] = Field(default_factory=list)
+
+
+class ScoreReport(_Model):
+    schema_version: int = SCHEMA_VERSION
+    job: JobIdentity
+    sequence: int = Field(ge=0)
+    generated_at: datetime
+    window_s: float = Field(gt=0)
+    kernel_timing: KernelTiming = Field(default_factory=KernelTiming)
+    ranks: list[RankScores]
+    summary: Summary
+    truncated: bool = False
+    """True when only the worst ranks are listed (see ``compact``)."""
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, v: int) -> int:
+        if v > SCHEMA_VERSION:
+            raise ValueError(
+                f"schemaVersion {v} is newer than this pacekeeper understands "
+                f"({SCHEMA_VERSION}); upgrade the controller"
+            )
+        if v < 1:
+            raise ValueError(f"schemaVersion must be >= 1, got {v}")
+        return v
+
+    @field_validator("generated_at")
+    @classmethod
+    def _aware(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            raise ValueError("generatedAt must carry a timezone (UTC)")
+        return v.astimezone(UTC)
+
+    @model_validator(mode="after")
+    def _unique_ranks(self) -> Self:
+        seen: set[int] = set()
+        for r in self.ranks:
+            if r.rank in seen:
+                raise ValueError(f"ranks: rank {r.rank} appears twice")
+            seen.add(r.rank)
+        if self.summary.world_size and any(r.rank >= self.summary.world_size for r in self.ranks):
+            bad = next(r.rank for r in self.ranks if r.rank >= self.summary.world_size)
+            raise ValueError(f"ranks: rank {bad} is outside worldSize {self.summary.world_size}")
+        return self
+
+    # --- construction -------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        job: JobIdentity,
+        sequence: int,
+        generated_at: datetime,
+        window_s: float,
+        ranks: list[RankScores],
+        world_size: int | None = None,
+        kernel_timing: KernelTiming | None = None,
+    ) -> ScoreReport:
+        """Make a full report, computing the summary from the ranks."""
+        ordered = sorted(ranks, key=lambda r: r.rank)
+        return cls(
+            job=job,
+            sequence=sequence,
+            generated_at=generated_at,
+            window_s=window_s,
+            kernel_timing=kernel_timing or KernelTiming(),
+            ranks=ordered,
+            summary=summarize(ordered, world_size if world_size is not None else len(ordered)),
+        )
+
+    # --- wire forms ---------------------------------------------------------------
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict (camelCase keys) stored in CR status and the ScoreBoard."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_wire(), separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any] | str | bytes) -> ScoreReport:
+        """Parse and validate; raises ``ReportRejected`` naming the field on bad input."""
+        if isinstance(data, str | bytes):
+            if len(data) > MAX_REPORT_BYTES:
+                raise ReportRejected(f"report is {len(data)} bytes, limit {MAX_REPORT_BYTES}")
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as e:
+                raise ReportRejected(f"report is not valid JSON: {e}") from e
+        if not isinstance(data, dict):
+            raise ReportRejected(f"report must be a JSON object, got {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise ReportRejected(_describe(e)) from e
+
+    def compact(self, max_bytes: int = K8S_STATUS_MAX_BYTES) -> ScoreReport:
+        """Bounded form for Kubernetes status: summary and per-node minima in full, then
+        as many of the worst ranks (with their sections) as fit under ``max_bytes``."""
+        if len(self.to_json()) <= max_bytes:
+            return self
+        # Worst first; unmeasured ranks last. Rank breaks ties so the cut is stable.
+        order = sorted(
+            self.ranks,
+            key=lambda r: (math.inf if (w := r.worst_score()) is None else w, r.rank),
+        )
+        base = self.model_copy(update={"ranks": [], "truncated": True})
+        budget = max_bytes - len(base.to_json()) - 16
+        kept: list[RankScores] = []
+        for r in order:
+            size = len(r.model_dump_json(by_alias=True, exclude_none=True)) + 1
+            if size > budget:
+                break
+            kept.append(r)
+            budget -= size
+        kept.sort(key=lambda r: r.rank)
+        return self.model_copy(update={"ranks": kept, "truncated": True})
+
+
+class ReportRejected(ValueError):
+    """A report that failed validation at the boundary; the message names the field."""
+
+
+def _describe(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors()[:5]:
+        loc = ".".join(str(p) for p in e["loc"]) or "<report>"
+        parts.append(f"{loc}: {e['msg']}")
+    more = err.error_count() - 5
+    if more > 0:
+        parts.append(f"... and {more} more")
+    return "invalid score report: " + "; ".join(parts)
+
+
+def summarize(ranks: list[RankScores], world_size: int) -> Summary:
+    """Summary statistics over ranks (worst score per rank)."""
+    worst: list[tuple[float, int]] = []
+    by_node: dict[str, list[tuple[float | None, int]]] = {}
+    for r in ranks:
+        w = r.worst_score()
+        by_node.setdefault(r.node, []).append((w, r.rank))
+        if w is not None:
+            worst.append((w, r.rank))
+    nodes = []
+    for node, items in sorted(by_node.items()):
+        measured = [(w, rk) for w, rk in items if w is not None]
+        low = min(measured) if measured else None
+        nodes.append(
+            NodeSummary(
+                node=node,
+                ranks=len(items),
+                min_score=low[0] if low else None,
+                worst_rank=low[1] if low else None,
+            )
+        )
+    if not worst:
+        return Summary(world_size=world_size, reported_ranks=len(ranks), nodes=nodes)
+    values = sorted(w for w, _ in worst)
+    lowest = min(worst)
+    return Summary(
+        world_size=world_size,
+        reported_ranks=len(ranks),
+        min_score=lowest[0],
+        median_score=_quantile(values, 0.5),
+        p10_score=_quantile(values, 0.1),
+        worst_rank=lowest[1],
+        nodes=nodes,
+    )
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    # Nearest-rank keeps the value one that a real rank had.
+    idx = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
+    return sorted_values[idx]

@@ -1,0 +1,73 @@
+"""The wheel installs the three folders under one `pacekeeper` namespace, and the core
+installs and imports without torch, ray or kubernetes (the controller image stays small)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+    )
+    (whl,) = out.glob("pacekeeper-*.whl")
+    return whl
+
+
+def test_wheel_maps_folders_under_the_pacekeeper_namespace(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.startswith("pacekeeper-")}
+    assert tops == {"pacekeeper"}, tops
+    assert "pacekeeper/detector/score_report.py" in names
+    assert "pacekeeper/controller/cli.py" in names
+    assert "pacekeeper/cupti_ext/backend.py" in names
+    # Namespace package: no __init__ at the top, so nothing shadows other installs.
+    assert "pacekeeper/__init__.py" not in names
+
+
+@pytest.mark.slow
+def test_wheel_imports_in_a_fresh_venv_without_torch(wheel: Path, tmp_path: Path) -> None:
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    constraints = ROOT / "constraints.txt"
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "-c", str(constraints), str(wheel)],
+        check=True,
+    )
+    probe = (
+        "import sys, importlib.util as u\n"
+        "import pacekeeper.detector.score_report, pacekeeper.controller, pacekeeper.cupti_ext\n"
+        "import pacekeeper.detector\n"
+        "assert u.find_spec('torch') is None, 'torch must not be a core dependency'\n"
+        "heavy = {'torch', 'ray', 'kubernetes', 'kopf', 'cupti'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "print(pacekeeper.detector.score_report.__file__)\n"
+    )
+    # Run from tmp_path so the source tree is not on sys.path.
+    done = subprocess.run(
+        [str(py), "-c", probe], cwd=tmp_path, check=True, capture_output=True, text=True
+    )
+    assert str(env_dir) in done.stdout

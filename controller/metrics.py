@@ -1,0 +1,65 @@
+"""Prometheus metrics of the controller. One Reason value is one label value.
+
+Each controller process owns one ``ControllerMetrics`` on its own registry, so tests (and
+two operators in one process) never collide on the global default registry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ControllerMetrics:
+    def __init__(self, registry: Any | None = None) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.decisions = Counter(
+            "pacekeeper_decisions",
+            "Decisions taken, including each decision not to act.",
+            ["verdict", "action", "reason", "mode"],
+            registry=r,
+        )
+        self.actions = Counter(
+            "pacekeeper_actions",
+            "Actions sent to the API, by result (applied, retry, failed).",
+            ["action", "result"],
+            registry=r,
+        )
+        self.budget_used = Gauge(
+            "pacekeeper_budget_used",
+            "Disruptive actions in force, by scope.",
+            ["scope"],
+            registry=r,
+        )
+        self.budget_limit = Gauge(
+            "pacekeeper_budget_limit",
+            "Budget limit, by scope (absent = unlimited).",
+            ["scope"],
+            registry=r,
+        )
+        self.breaker_open = Gauge(
+            "pacekeeper_breaker_open", "1 while the circuit breaker blocks new actions.", registry=r
+        )
+        self.reports_rejected = Counter(
+            "pacekeeper_reports_rejected",
+            "Score reports refused at the boundary.",
+            ["reason"],
+            registry=r,
+        )
+        self.reconcile_seconds = Histogram(
+            "pacekeeper_reconcile_seconds", "Time to reconcile one job.", registry=r
+        )
+        self.time_to_act_seconds = Histogram(
+            "pacekeeper_time_to_act_seconds",
+            "From the report that crossed the line to the action's API call.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            registry=r,
+        )
+        self.leader = Gauge("pacekeeper_leader", "1 while this replica leads.", registry=r)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+        from prometheus_client import start_http_server
+
+        start_http_server(port, addr=addr, registry=self.registry)

@@ -1,0 +1,92 @@
+"""Publishing score reports out of the job: Ray ScoreBoard, Kubernetes StragglerReport.
+
+``make_publisher`` builds the configured transport behind a non-blocking ``Publisher``;
+``attach_reporter`` registers it as a report listener on the Detector. Neither imports
+ray or kubernetes until a report is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pacekeeper.detector.reporters.backoff import Backoff
+from pacekeeper.detector.reporters.options import ReporterKind, ReporterOptions
+from pacekeeper.detector.reporters.publisher import Publisher, PublisherStats, Sink
+
+__all__ = [
+    "Backoff",
+    "Publisher",
+    "PublisherStats",
+    "ReporterKind",
+    "ReporterOptions",
+    "Sink",
+    "attach_reporter",
+    "make_publisher",
+    "make_sink",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def make_sink(options: ReporterOptions, kind: ReporterKind, *, api_client: Any = None) -> Sink:
+    assert options.incarnation is not None  # resolve() always sets it
+    if kind is ReporterKind.RAY:
+        from pacekeeper.detector.reporters.ray_scoreboard import RayScoreBoardSink
+
+        return RayScoreBoardSink(
+            job=options.job_identity(kind).key,
+            incarnation=options.incarnation,
+            address=options.ray_address,
+            timeout_s=options.timeout_s,
+        )
+    if kind is ReporterKind.KUBERNETES:
+        from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
+
+        identity = options.job_identity(kind)
+        assert identity.namespace is not None
+        return KubernetesStatusSink(
+            namespace=identity.namespace,
+            name=identity.name,
+            incarnation=options.incarnation,
+            api_client=api_client,
+            threshold=options.straggler_threshold,
+            read_timeout_s=options.timeout_s,
+        )
+    raise ValueError(f"reporter kind {kind.value!r} has no sink")
+
+
+def make_publisher(
+    options: ReporterOptions | Mapping[str, Any] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    api_client: Any = None,
+    backoff: Backoff | None = None,
+) -> Publisher | None:
+    """The configured publisher, or None when reporting is off (``none``, or ``auto``
+    finding no platform)."""
+    if not isinstance(options, ReporterOptions):
+        options = ReporterOptions.resolve(options, env)
+    kind = options.effective_kind(env)
+    if kind is ReporterKind.NONE:
+        return None
+    sink = make_sink(options, kind, api_client=api_client)
+    logger.info(
+        "score reporter configured",
+        extra={"sink": sink.name, "incarnation": options.incarnation},
+    )
+    return Publisher(sink, max_queue=options.max_queue, backoff=backoff)
+
+
+def attach_reporter(
+    add_listener: Callable[[Callable[[Any], None]], Any],
+    options: ReporterOptions | Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Publisher | None:
+    """Build the publisher and register it with ``add_listener`` (e.g.
+    ``Detector.add_report_listener``); returns it so shutdown can ``close()`` it."""
+    publisher = make_publisher(options, **kwargs)
+    if publisher is not None:
+        add_listener(publisher.submit)
+    return publisher

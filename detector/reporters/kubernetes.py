@@ -1,0 +1,156 @@
+"""The Kubernetes transport: the job's StragglerReport, its status patched per report.
+
+Uses the official ``kubernetes`` client (imported on first send). The first send reads
+the object, creating it when missing (409 from a racing creator is fine); every send
+then merge-patches ``status`` with the reporter's keys only (see ``k8s_status``). The
+pod needs a namespaced Role with get/create on ``stragglerreports`` and patch on
+``stragglerreports/status`` (docs/manifests/reporter-role.yaml).
+
+All I/O runs on the publisher's thread with short timeouts and no client-level retries
+(the publisher owns retrying), so an API server that errors or never answers costs the
+training loop nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pacekeeper.detector.reporters.k8s_status import (
+    DEFAULT_STRAGGLER_THRESHOLD,
+    GROUP,
+    PLURAL,
+    VERSION,
+    build_status,
+    new_object,
+    status_patch,
+)
+from pacekeeper.detector.score_report import ReportRejected, ScoreReport
+
+logger = logging.getLogger(__name__)
+
+
+class KubernetesStatusSink:
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        incarnation: str,
+        api_client: Any = None,
+        threshold: float = DEFAULT_STRAGGLER_THRESHOLD,
+        connect_timeout_s: float = 3.0,
+        read_timeout_s: float = 10.0,
+    ) -> None:
+        if not namespace or not name:
+            raise ValueError(
+                "kubernetes reporter needs the job's namespace and name "
+                "(PACEKEEPER_JOB_NAMESPACE, PACEKEEPER_JOB_NAME)"
+            )
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"straggler threshold must be within [0, 1], got {threshold!r}")
+        self.namespace = namespace
+        self.object_name = name
+        self.incarnation = incarnation
+        self.threshold = threshold
+        self._timeout = (connect_timeout_s, read_timeout_s)
+        self._api_client = api_client
+        self._api: Any = None
+        self._previous: dict[str, Any] | None = None
+        self._known = False
+        """True once the object is known to exist (read or created)."""
+
+    def send(self, report: ScoreReport) -> None:
+        job = report.job
+        if job.namespace is not None and (job.namespace, job.name) != (
+            self.namespace,
+            self.object_name,
+        ):
+            raise ReportRejected(
+                f"job identity mismatch: reporter writes StragglerReport "
+                f"{self.namespace}/{self.object_name}, report.job is {job.key!r}"
+            )
+        status = build_status(report, incarnation=self.incarnation, threshold=self.threshold)
+        from kubernetes.client.exceptions import ApiException
+
+        api = self._custom_objects()
+        if not self._known:
+            self._ensure_object(api, report)
+        try:
+            obj = api.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                self.namespace,
+                PLURAL,
+                self.object_name,
+                status_patch(self._previous, status),
+                _content_type="application/merge-patch+json",
+                _request_timeout=self._timeout,
+            )
+        except ApiException as e:
+            if e.status == 404:  # deleted under us: create again on the next attempt
+                self._known = False
+                self._previous = None
+            elif e.status == 422:  # the server's schema refused our status: not retryable
+                raise ReportRejected(f"StragglerReport status refused (422): {e.reason}") from e
+            raise
+        self._previous = _status_of(obj) or status
+
+    def _ensure_object(self, api: Any, report: ScoreReport) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            obj = api.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, self.object_name,
+                _request_timeout=self._timeout,
+            )  # fmt: skip
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            try:
+                obj = api.create_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, PLURAL,
+                    new_object(self.namespace, self.object_name, report),
+                    _request_timeout=self._timeout,
+                )  # fmt: skip
+                logger.info(
+                    "stragglerreport created",
+                    extra={"namespace": self.namespace, "name": self.object_name},
+                )
+            except ApiException as e2:
+                if e2.status != 409:
+                    raise
+                obj = None  # someone else made it first; its status is unknown but ours soon
+        self._previous = _status_of(obj)
+        self._known = True
+
+    def _custom_objects(self) -> Any:
+        if self._api is None:
+            from kubernetes import client
+
+            self._api = client.CustomObjectsApi(self._api_client or _default_api_client())
+        return self._api
+
+    def close(self) -> None:
+        self._api = None
+
+
+def _status_of(obj: Any) -> dict[str, Any] | None:
+    if isinstance(obj, dict) and isinstance(obj.get("status"), dict):
+        return dict(obj["status"])
+    return None
+
+
+def _default_api_client() -> Any:
+    """In-cluster service account first, then the local kubeconfig; no client retries."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException:
+        config.load_kube_config(client_configuration=configuration)
+    configuration.retries = 0
+    return client.ApiClient(configuration)

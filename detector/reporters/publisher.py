@@ -1,0 +1,235 @@
+"""Background delivery of score reports: the training thread only appends to a queue.
+
+``Publisher.submit`` never blocks and never raises. A daemon thread sends the oldest
+queued report through a ``Sink``; a failure is retried with capped exponential backoff
+and jitter while newer reports wait behind it (order is kept, so the board sees
+sequences in order). When the queue is full the oldest report is dropped and counted:
+the newest scores matter most to the controller.
+
+A ``ReportRejected`` from the sink is permanent (the receiver refused the content):
+that report is dropped, counted and logged; retrying it would only repeat the refusal.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pacekeeper.detector.reporters.backoff import Backoff
+from pacekeeper.detector.score_report import ReportRejected, ScoreReport
+
+logger = logging.getLogger(__name__)
+
+
+class Sink(Protocol):
+    """Where reports go. ``send`` raises ``ReportRejected`` for content the receiver
+    refuses, anything else for a failure worth retrying."""
+
+    name: str
+
+    def send(self, report: ScoreReport) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PublisherStats:
+    """A snapshot of the publisher's counters (monotonic since start)."""
+
+    submitted: int
+    published: int
+    dropped_oldest: int
+    rejected: int
+    send_errors: int
+    queue_depth: int
+    errors_by_cause: dict[str, int] = field(default_factory=dict)
+    last_error: str | None = None
+    last_published_sequence: int | None = None
+    consecutive_failures: int = 0
+
+
+class Publisher:
+    """Delivers reports through ``sink`` from a daemon thread; see the module docstring."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        max_queue: int = 64,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_queue < 1:
+            raise ValueError(f"reporter max_queue must be >= 1, got {max_queue!r}")
+        self.sink = sink
+        self.max_queue = max_queue
+        self._backoff = backoff or Backoff()
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._queue: collections.deque[ScoreReport] = collections.deque()
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self._submitted = 0
+        self._published = 0
+        self._dropped = 0
+        self._rejected = 0
+        self._send_errors = 0
+        self._errors_by_cause: dict[str, int] = {}
+        self._last_error: str | None = None
+        self._last_sequence: int | None = None
+        self._failures = 0
+        self._in_flight = False
+
+    # --- training-thread side ---------------------------------------------------
+
+    def submit(self, report: ScoreReport) -> None:
+        """Queue ``report`` for delivery; O(1), never blocks on I/O, never raises."""
+        try:
+            with self._cond:
+                if self._closing:
+                    self._dropped += 1
+                    return
+                if len(self._queue) >= self.max_queue:
+                    self._queue.popleft()
+                    self._dropped += 1
+                    if self._dropped == 1 or self._dropped % 100 == 0:
+                        logger.warning(
+                            "report queue full, dropped oldest",
+                            extra={"sink": self.sink.name, "dropped": self._dropped},
+                        )
+                self._queue.append(report)
+                self._submitted += 1
+                self._cond.notify()
+            if self._thread is None:
+                self._start()
+        except Exception:  # the training loop must never see a reporter failure
+            logger.exception("report submit failed", extra={"sink": self.sink.name})
+
+    __call__ = submit
+
+    def stats(self) -> PublisherStats:
+        with self._cond:
+            return PublisherStats(
+                submitted=self._submitted,
+                published=self._published,
+                dropped_oldest=self._dropped,
+                rejected=self._rejected,
+                send_errors=self._send_errors,
+                queue_depth=len(self._queue),
+                errors_by_cause=dict(self._errors_by_cause),
+                last_error=self._last_error,
+                last_published_sequence=self._last_sequence,
+                consecutive_failures=self._failures,
+            )
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until every queued report was handled; False on timeout."""
+        deadline = self._clock() + timeout_s
+        with self._cond:
+            while self._queue or self._in_flight:
+                left = deadline - self._clock()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.05))
+        return True
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Try to deliver what is queued within ``timeout_s``, then stop the thread."""
+        if self._thread is not None:
+            self.flush(timeout_s)
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=max(timeout_s, 0.1))
+        try:
+            self.sink.close()
+        except Exception:
+            logger.debug("sink close failed", exc_info=True, extra={"sink": self.sink.name})
+
+    # --- delivery thread --------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._cond:
+            if self._thread is not None:
+                return
+            # Started on first use, not in __init__: a fork between the two would
+            # leave the child a publisher without a thread.
+            self._thread = threading.Thread(
+                target=self._run, name=f"pacekeeper-reporter-{self.sink.name}", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        attempt = 0
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if self._closing:
+                    return
+                report = self._queue[0]
+                self._in_flight = True
+            outcome = self._send(report)
+            with self._cond:
+                self._in_flight = False
+                if outcome == "retry":
+                    attempt += 1
+                    delay = self._backoff.delay_s(attempt, self._rng)
+                    self._cond.wait(delay)
+                    if self._closing:
+                        self._cond.notify_all()
+                        return
+                    continue
+                attempt = 0
+                # Drop-oldest may already have removed it while we were sending.
+                if self._queue and self._queue[0] is report:
+                    self._queue.popleft()
+                self._cond.notify_all()
+
+    def _send(self, report: ScoreReport) -> str:
+        try:
+            self.sink.send(report)
+        except ReportRejected as e:
+            with self._cond:
+                self._rejected += 1
+                self._last_error = str(e)
+            logger.error(
+                "report refused by receiver, dropped",
+                extra={"sink": self.sink.name, "sequence": report.sequence, "error": str(e)},
+            )
+            return "done"
+        except Exception as e:
+            cause = type(e).__name__
+            with self._cond:
+                self._send_errors += 1
+                first = cause not in self._errors_by_cause
+                self._errors_by_cause[cause] = self._errors_by_cause.get(cause, 0) + 1
+                self._last_error = f"{cause}: {e}"
+                self._failures += 1
+            # Once per cause at WARNING; repeats at DEBUG so a long outage does not flood.
+            log = logger.warning if first else logger.debug
+            log(
+                "report delivery failed, will retry",
+                extra={"sink": self.sink.name, "cause": cause, "error": str(e)},
+            )
+            return "retry"
+        with self._cond:
+            recovered = self._failures > 0
+            self._published += 1
+            self._last_sequence = report.sequence
+            self._failures = 0
+        if recovered:
+            logger.info(
+                "report delivery recovered",
+                extra={"sink": self.sink.name, "sequence": report.sequence},
+            )
+        return "done"

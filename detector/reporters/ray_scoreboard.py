@@ -1,0 +1,230 @@
+"""The Ray transport: a named, detached ``ScoreBoard`` actor and the sink that feeds it.
+
+One board per Ray cluster, in namespace ``pacekeeper``, created on demand by the first
+reporter (``get_if_exists``) with ``num_cpus=0`` so it never takes a training slot.
+It restarts itself when its process dies (``max_restarts=-1``) and reloads its history
+from the GCS key-value store, where every accepted report is written through (one key
+per history slot, so a write costs one report, not a whole history). A reporter whose
+call fails drops its handle and resolves the name again on the next retry, which also
+re-creates a board that was killed for good.
+
+Ray is imported inside functions: ``pacekeeper.detector`` must import without it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from pacekeeper.detector.reporters.scoreboard import (
+    DEFAULT_MAX_HISTORY,
+    DEFAULT_MAX_JOBS,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    Entry,
+    ScoreBoardCore,
+)
+from pacekeeper.detector.score_report import ReportRejected, ScoreReport
+
+logger = logging.getLogger(__name__)
+
+SCOREBOARD_NAME = "ScoreBoard"
+SCOREBOARD_NAMESPACE = "pacekeeper"
+_KV_NAMESPACE = "pacekeeper"
+_KV_PREFIX = "scoreboard/"
+
+
+def _kv_job_prefix(job: str) -> str:
+    return f"{_KV_PREFIX}{job}\x00"  # NUL ends the key: job keys never contain it
+
+
+class ScoreBoard:
+    """The actor class. Methods take and return plain JSON-ready values only, so any
+    Ray client (controller, dashboard script) reads it without pacekeeper's models."""
+
+    def __init__(
+        self,
+        max_history: int = DEFAULT_MAX_HISTORY,
+        max_jobs: int = DEFAULT_MAX_JOBS,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        persist: bool = True,
+    ) -> None:
+        self._core = ScoreBoardCore(
+            max_history=max_history, max_jobs=max_jobs, max_payload_bytes=max_payload_bytes
+        )
+        self._persist = persist
+        self._restored = self._restore() if persist else 0
+
+    # --- writes -----------------------------------------------------------------
+
+    def publish(
+        self,
+        report: str | bytes | dict[str, Any],
+        job: str | None = None,
+        incarnation: str | None = None,
+    ) -> dict[str, Any]:
+        """Store one report (JSON text or wire dict). Raises ``ReportRejected`` naming the
+        field for bad input; returns ``{"outcome", "job", "counter"}``."""
+        result = self._core.publish(report, job=job, incarnation=incarnation, now=time.time())
+        if self._persist:
+            for gone in result.evicted_jobs:
+                _kv().del_(_kv_job_prefix(gone), del_by_prefix=True)
+            if result.entry is not None:
+                self._write_through(result.entry)
+        return result.to_dict()
+
+    def _write_through(self, entry: Entry) -> None:
+        prefix = _kv_job_prefix(entry.job)
+        kv = _kv()
+        kv.put(f"{prefix}slot/{entry.counter % self._core.max_history}", entry.to_json())
+        meta = {"incarnation": entry.incarnation, "past": self._core.past_incarnations(entry.job)}
+        kv.put(f"{prefix}meta", json.dumps(meta))
+
+    def _restore(self) -> int:
+        kv = _kv()
+        by_job: dict[str, list[Entry]] = {}
+        metas: dict[str, dict[str, Any]] = {}
+        for raw in kv.list(_KV_PREFIX):
+            key = raw.decode()
+            job, _, rest = key[len(_KV_PREFIX) :].partition("\x00")
+            value = kv.get(key)
+            if value is None:
+                continue
+            try:
+                if rest == "meta":
+                    metas[job] = json.loads(value)
+                elif rest.startswith("slot/"):
+                    by_job.setdefault(job, []).append(Entry.from_json(value))
+            except (ValueError, KeyError, TypeError):
+                logger.warning("scoreboard skipped unreadable stored entry", extra={"key": key})
+        for job, entries in by_job.items():
+            meta = metas.get(job, {})
+            self._core.restore(entries, meta.get("incarnation"), list(meta.get("past", [])))
+        if by_job:
+            logger.info("scoreboard restored history", extra={"jobs": len(by_job)})
+        return len(by_job)
+
+    # --- reads ------------------------------------------------------------------
+
+    def latest(self, job: str) -> dict[str, Any] | None:
+        return self._core.latest(job)
+
+    def window(
+        self, job: str, n: int | None = None, since: str | float | None = None
+    ) -> list[dict[str, Any]]:
+        return self._core.window(job, n=n, since=since)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self._core.jobs()
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._core.counters) | {"restored_jobs": self._restored}
+
+    def ping(self) -> bool:
+        return True
+
+
+class _Kv:
+    """The GCS key-value store under pacekeeper's namespace."""
+
+    def __init__(self) -> None:
+        from ray.experimental import internal_kv
+
+        self._kv = internal_kv
+
+    def put(self, key: str, value: str) -> None:
+        self._kv._internal_kv_put(key, value, overwrite=True, namespace=_KV_NAMESPACE)
+
+    def get(self, key: str) -> bytes | None:
+        return self._kv._internal_kv_get(key, namespace=_KV_NAMESPACE)
+
+    def list(self, prefix: str) -> list[bytes]:
+        return self._kv._internal_kv_list(prefix, namespace=_KV_NAMESPACE)
+
+    def del_(self, key: str, *, del_by_prefix: bool = False) -> None:
+        self._kv._internal_kv_del(key, del_by_prefix=del_by_prefix, namespace=_KV_NAMESPACE)
+
+
+def _kv() -> _Kv:
+    return _Kv()
+
+
+def get_scoreboard(*, create: bool = True, **board_options: Any) -> Any:
+    """The board's actor handle; with ``create`` it is made when missing. Needs
+    ``ray.init`` first. ``board_options`` only apply when this call creates it."""
+    import ray
+
+    if not create:
+        return ray.get_actor(SCOREBOARD_NAME, namespace=SCOREBOARD_NAMESPACE)
+    actor_cls = ray.remote(ScoreBoard)
+    return actor_cls.options(  # type: ignore[attr-defined]
+        name=SCOREBOARD_NAME,
+        namespace=SCOREBOARD_NAMESPACE,
+        lifetime="detached",
+        get_if_exists=True,
+        max_restarts=-1,
+        max_task_retries=0,
+        num_cpus=0,
+    ).remote(**board_options)
+
+
+class RayScoreBoardSink:
+    """Publisher sink: sends each report to the ScoreBoard, re-resolving the actor after
+    any failure. Bound to one job key: a report for another job is refused locally."""
+
+    name = "ray"
+
+    def __init__(
+        self,
+        *,
+        job: str | None,
+        incarnation: str,
+        address: str | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.job = job
+        self.incarnation = incarnation
+        self.address = address
+        self.timeout_s = timeout_s
+        self._handle: Any = None
+
+    def send(self, report: ScoreReport) -> None:
+        import ray
+        from ray.exceptions import RayTaskError
+
+        if self.job is None:
+            self.job = report.job.key
+        elif report.job.key != self.job:
+            raise ReportRejected(
+                f"job identity mismatch: reporter is bound to {self.job!r}, "
+                f"report.job is {report.job.key!r}"
+            )
+        if not ray.is_initialized():
+            # A torchrun-style job on a Ray node: join the cluster just to publish.
+            ray.init(
+                address=self.address or "auto",
+                namespace=SCOREBOARD_NAMESPACE,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+        if self._handle is None:
+            self._handle = get_scoreboard()
+        try:
+            ray.get(
+                self._handle.publish.remote(report.to_json(), self.job, self.incarnation),
+                timeout=self.timeout_s,
+            )
+        except RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, ReportRejected) or isinstance(e, ReportRejected):
+                raise ReportRejected(str(cause or e)) from e
+            self._handle = None
+            raise
+        except Exception:
+            # Dead, restarting or unreachable board: resolve the name again next time.
+            self._handle = None
+            raise
+
+    def close(self) -> None:
+        self._handle = None

@@ -1,0 +1,298 @@
+"""The ScoreBoard's state and rules, without Ray: validate, deduplicate, bound, query.
+
+The Ray actor (``ray_scoreboard.py``) wraps one ``ScoreBoardCore`` and adds persistence.
+Rules:
+- Every report is validated with ``ScoreReport.from_wire``; a payload over
+  ``max_payload_bytes`` is refused before parsing; the envelope's job key must match the
+  report's own ``job``. A refusal raises ``ReportRejected`` and changes nothing.
+- Delivery is at-least-once (a reporter retries after a timeout whose call may still have
+  landed), so a report whose (incarnation, sequence) was already stored is a duplicate:
+  acknowledged, not stored twice.
+- A job that restarts starts its sequence again at 0 under a new incarnation (a string
+  the reporter picks once per process). The new incarnation replaces the old one; a late
+  report from an incarnation seen before is stale and ignored. Without an incarnation
+  (third-party publishers) a sequence that goes back with a later ``generatedAt`` counts
+  as a restart.
+- History per job and the number of jobs are bounded; the job updated least recently
+  is evicted first.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pacekeeper.detector.score_report import ReportRejected, ScoreReport
+
+DEFAULT_MAX_HISTORY = 256
+DEFAULT_MAX_JOBS = 1024
+DEFAULT_MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+"""A 16,384-rank report in full JSON form is ~4 MiB; four times that is a bug."""
+_PAST_INCARNATIONS = 8
+
+
+class Outcome(StrEnum):
+    ACCEPTED = "accepted"
+    NEW_INCARNATION = "new-incarnation"
+    DUPLICATE = "duplicate"
+    STALE = "stale"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One stored report with what the board knows about its arrival."""
+
+    job: str
+    counter: int
+    """Position in this job's history since the board first saw the job; never reused."""
+    incarnation: str | None
+    sequence: int
+    generated_at: datetime
+    received_at: float
+    wire: dict[str, Any]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "job": self.job,
+                "counter": self.counter,
+                "incarnation": self.incarnation,
+                "sequence": self.sequence,
+                "generatedAt": self.generated_at.isoformat(),
+                "receivedAt": self.received_at,
+                "report": self.wire,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Entry:
+        d = json.loads(text)
+        return cls(
+            job=d["job"],
+            counter=int(d["counter"]),
+            incarnation=d["incarnation"],
+            sequence=int(d["sequence"]),
+            generated_at=datetime.fromisoformat(d["generatedAt"]),
+            received_at=float(d["receivedAt"]),
+            wire=d["report"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    outcome: Outcome
+    job: str
+    entry: Entry | None
+    evicted_jobs: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value,
+            "job": self.job,
+            "counter": None if self.entry is None else self.entry.counter,
+        }
+
+
+class _JobHistory:
+    __slots__ = ("entries", "incarnation", "last_touch", "next_counter", "past_incarnations")
+
+    def __init__(self, max_history: int) -> None:
+        self.entries: collections.deque[Entry] = collections.deque(maxlen=max_history)
+        self.incarnation: str | None = None
+        self.past_incarnations: collections.deque[str] = collections.deque(
+            maxlen=_PAST_INCARNATIONS
+        )
+        self.next_counter = 0
+        self.last_touch = 0.0
+
+
+class ScoreBoardCore:
+    def __init__(
+        self,
+        *,
+        max_history: int = DEFAULT_MAX_HISTORY,
+        max_jobs: int = DEFAULT_MAX_JOBS,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        for label, value in (
+            ("max_history", max_history),
+            ("max_jobs", max_jobs),
+            ("max_payload_bytes", max_payload_bytes),
+        ):
+            if value < 1:
+                raise ValueError(f"ScoreBoard {label} must be >= 1, got {value!r}")
+        self.max_history = max_history
+        self.max_jobs = max_jobs
+        self.max_payload_bytes = max_payload_bytes
+        self._jobs: dict[str, _JobHistory] = {}
+        self.counters: dict[str, int] = {o.value: 0 for o in Outcome} | {
+            "rejected": 0,
+            "evicted_jobs": 0,
+        }
+
+    # --- writes -----------------------------------------------------------------
+
+    def publish(
+        self,
+        payload: str | bytes | dict[str, Any],
+        *,
+        job: str | None,
+        incarnation: str | None,
+        now: float,
+    ) -> PublishResult:
+        try:
+            report = self._validate(payload, job)
+        except ReportRejected:
+            self.counters["rejected"] += 1
+            raise
+        key = report.job.key
+        history = self._jobs.get(key)
+        evicted: tuple[str, ...] = ()
+        if history is None:
+            evicted = self._make_room()
+            history = self._jobs[key] = _JobHistory(self.max_history)
+        outcome = self._classify(history, report, incarnation)
+        self.counters[outcome.value] += 1
+        if outcome in (Outcome.DUPLICATE, Outcome.STALE):
+            return PublishResult(outcome, key, None, evicted)
+        if outcome is Outcome.NEW_INCARNATION and history.incarnation is not None:
+            history.past_incarnations.append(history.incarnation)
+        history.incarnation = incarnation
+        entry = Entry(
+            job=key,
+            counter=history.next_counter,
+            incarnation=incarnation,
+            sequence=report.sequence,
+            generated_at=report.generated_at,
+            received_at=now,
+            wire=report.to_wire(),
+        )
+        history.next_counter += 1
+        history.entries.append(entry)
+        history.last_touch = now
+        return PublishResult(outcome, key, entry, evicted)
+
+    def _validate(self, payload: str | bytes | dict[str, Any], job: str | None) -> ScoreReport:
+        if isinstance(payload, dict):
+            size = len(json.dumps(payload, separators=(",", ":"), default=str))
+        elif isinstance(payload, str | bytes):
+            size = len(payload)
+        else:
+            raise ReportRejected(
+                f"report payload must be JSON text or an object, got {type(payload).__name__}"
+            )
+        if size > self.max_payload_bytes:
+            raise ReportRejected(
+                f"report payload is {size} bytes, ScoreBoard limit is {self.max_payload_bytes}"
+            )
+        report = ScoreReport.from_wire(payload)
+        if job is not None and job != report.job.key:
+            raise ReportRejected(
+                f"job identity mismatch: publisher is bound to {job!r}, "
+                f"report.job is {report.job.key!r}"
+            )
+        return report
+
+    @staticmethod
+    def _classify(history: _JobHistory, report: ScoreReport, incarnation: str | None) -> Outcome:
+        last = history.entries[-1] if history.entries else None
+        if last is None:
+            return Outcome.ACCEPTED if history.incarnation is None else Outcome.NEW_INCARNATION
+        if incarnation is not None and incarnation != history.incarnation:
+            if incarnation in history.past_incarnations:
+                return Outcome.STALE
+            return Outcome.NEW_INCARNATION
+        if report.sequence > last.sequence:
+            return Outcome.ACCEPTED
+        if incarnation is None and report.generated_at > last.generated_at:
+            return Outcome.NEW_INCARNATION
+        return Outcome.DUPLICATE
+
+    def _make_room(self) -> tuple[str, ...]:
+        evicted: list[str] = []
+        while len(self._jobs) >= self.max_jobs:
+            oldest = min(self._jobs, key=lambda k: self._jobs[k].last_touch)
+            del self._jobs[oldest]
+            evicted.append(oldest)
+            self.counters["evicted_jobs"] += 1
+        return tuple(evicted)
+
+    def restore(self, entries: list[Entry], incarnation: str | None, past: list[str]) -> None:
+        """Reload one job's history (after the actor restarted), oldest first."""
+        if not entries:
+            return
+        ordered = sorted(entries, key=lambda e: e.counter)[-self.max_history :]
+        key = ordered[0].job
+        history = self._jobs.get(key)
+        if history is None:
+            self._make_room()
+            history = self._jobs[key] = _JobHistory(self.max_history)
+        history.entries.extend(ordered)
+        history.incarnation = incarnation
+        history.past_incarnations.extend(past)
+        history.next_counter = ordered[-1].counter + 1
+        history.last_touch = ordered[-1].received_at
+
+    # --- reads ------------------------------------------------------------------
+
+    def latest(self, job: str) -> dict[str, Any] | None:
+        history = self._jobs.get(job)
+        if history is None or not history.entries:
+            return None
+        return history.entries[-1].wire
+
+    def window(
+        self, job: str, n: int | None = None, since: datetime | str | float | None = None
+    ) -> list[dict[str, Any]]:
+        """Recent reports of ``job``, oldest first: the last ``n`` and/or those generated
+        strictly after ``since`` (a datetime, ISO-8601 text or epoch seconds)."""
+        history = self._jobs.get(job)
+        if history is None:
+            return []
+        entries = list(history.entries)
+        if since is not None:
+            cut = _as_datetime(since)
+            entries = [e for e in entries if e.generated_at > cut]
+        if n is not None:
+            if n < 0:
+                raise ValueError(f"window n must be >= 0, got {n!r}")
+            entries = entries[-n:] if n else []
+        return [e.wire for e in entries]
+
+    def jobs(self) -> list[dict[str, Any]]:
+        out = []
+        for key, h in sorted(self._jobs.items()):
+            last = h.entries[-1] if h.entries else None
+            out.append(
+                {
+                    "job": key,
+                    "incarnation": h.incarnation,
+                    "reports": len(h.entries),
+                    "sequence": None if last is None else last.sequence,
+                    "generatedAt": None if last is None else last.generated_at.isoformat(),
+                    "receivedAt": None if last is None else last.received_at,
+                }
+            )
+        return out
+
+    def past_incarnations(self, job: str) -> list[str]:
+        history = self._jobs.get(job)
+        return [] if history is None else list(history.past_incarnations)
+
+
+def _as_datetime(value: datetime | str | float) -> datetime:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("window since must carry a timezone")
+        return value
+    if isinstance(value, str):
+        parsed = datetime.fromisoformat(value)
+        if parsed.tzinfo is None:
+            raise ValueError(f"window since must carry a timezone, got {value!r}")
+        return parsed
+    return datetime.fromtimestamp(float(value), tz=UTC)

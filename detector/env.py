@@ -1,0 +1,115 @@
+"""Environment variables the detector reads, their defaults and units.
+
+Read once at ``Detector.initialize`` (never on the hot path). A malformed value raises a
+``ValueError`` naming the variable: it is user input, caught at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+MAX_SECTION_SAMPLES = "PACEKEEPER_MAX_SECTION_SAMPLES"
+"""Section timings kept per section and window (ring buffer; oldest overwritten). Default 8192."""
+
+MAX_KERNEL_KEYS = "PACEKEEPER_MAX_KERNEL_KEYS"
+"""Kernel keys per rank and report, the longest-running kept. Default 512."""
+
+MAX_SECTIONS = "PACEKEEPER_MAX_SECTIONS"
+"""Distinct section names tracked per process; later names are timed as '<other>'. Default 1024."""
+
+BASELINE_WINDOWS = "PACEKEEPER_BASELINE_WINDOWS"
+"""Report windows an individual-score baseline remembers. Default 20."""
+
+JOB_NAME = "PACEKEEPER_JOB_NAME"
+"""Job name in the score report. Default: the Kubernetes job name label env, else 'local'."""
+
+JOB_NAMESPACE = "PACEKEEPER_JOB_NAMESPACE"
+"""Kubernetes namespace of the job. Default: POD_NAMESPACE, else the service account's."""
+
+KUBERNETES_SERVICE_HOST = "KUBERNETES_SERVICE_HOST"
+POD_NAME = "POD_NAME"
+POD_NAMESPACE = "POD_NAMESPACE"
+HOSTNAME = "HOSTNAME"
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+# Labels that frameworks expose as env vars through the downward API (or set themselves).
+_JOB_NAME_FALLBACKS = ("JOB_NAME", "PET_JOB_NAME", "JOBSET_NAME")
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorSettings:
+    max_section_samples: int = 8192
+    max_kernel_keys: int = 512
+    max_sections: int = 1024
+    baseline_windows: int = 20
+
+
+def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+    if value < 1:
+        raise ValueError(f"{name}={value} must be >= 1")
+    return value
+
+
+def read_settings(environ: Mapping[str, str] | None = None) -> DetectorSettings:
+    env = os.environ if environ is None else environ
+    d = DetectorSettings()
+    return DetectorSettings(
+        max_section_samples=_positive_int(env, MAX_SECTION_SAMPLES, d.max_section_samples),
+        max_kernel_keys=_positive_int(env, MAX_KERNEL_KEYS, d.max_kernel_keys),
+        max_sections=_positive_int(env, MAX_SECTIONS, d.max_sections),
+        baseline_windows=_positive_int(env, BASELINE_WINDOWS, d.baseline_windows),
+    )
+
+
+def on_kubernetes(environ: Mapping[str, str] | None = None) -> bool:
+    env = os.environ if environ is None else environ
+    return bool(env.get(KUBERNETES_SERVICE_HOST))
+
+
+def pod_name(environ: Mapping[str, str] | None = None) -> str | None:
+    """The pod this rank runs in, only when on Kubernetes (HOSTNAME is the pod name there)."""
+    env = os.environ if environ is None else environ
+    if not on_kubernetes(env):
+        return None
+    return env.get(POD_NAME) or env.get(HOSTNAME) or None
+
+
+def job_namespace(environ: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    ns = env.get(JOB_NAMESPACE) or env.get(POD_NAMESPACE)
+    if ns:
+        return ns
+    if on_kubernetes(env):
+        try:
+            with open(SERVICE_ACCOUNT_NAMESPACE_FILE, encoding="utf-8") as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+    return None
+
+
+def job_name(environ: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    for key in (JOB_NAME, *_JOB_NAME_FALLBACKS):
+        if env.get(key):
+            return env[key]
+    return None
+
+
+NODE_NAME = "NODE_NAME"
+"""Kubernetes node of this pod (downward API ``spec.nodeName``); the pod's HOSTNAME is not
+the node there."""
+
+
+def node_name(environ: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    return env.get(NODE_NAME) or None

@@ -1,0 +1,114 @@
+"""The detector's only torch.distributed user.
+
+Every collective runs on the process group given to ``Detector.initialize`` (WORLD when
+none), addressed by *group* rank, so ranks split into sub-groups each report on their
+own without waiting for the other groups (NVRx's WORLD-rank arithmetic deadlocks there).
+Without an initialised default group the job is a world of one and nothing is called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    distributed: bool
+    group_rank: int
+    group_size: int
+    global_rank: int
+    world_size: int
+    global_ranks: tuple[int, ...]
+    """Global rank of each group rank."""
+    backend: str
+
+    @property
+    def is_reporter(self) -> bool:
+        """Group rank 0 receives everything when reports are gathered on one rank."""
+        return self.group_rank == 0
+
+
+def _dist() -> Any:
+    import torch.distributed as dist
+
+    return dist
+
+
+def is_distributed() -> bool:
+    try:
+        dist = _dist()
+    except ImportError:
+        return False
+    return bool(dist.is_available() and dist.is_initialized())
+
+
+def describe_group(process_group: Any = None) -> GroupInfo:
+    """Ranks and sizes of ``process_group`` (or WORLD); raises ValueError if this process
+    is not a member (user input: checked at ``initialize``)."""
+    if not is_distributed():
+        if process_group is not None:
+            raise ValueError(
+                "process_group was given but torch.distributed is not initialised; "
+                "call init_process_group first"
+            )
+        return GroupInfo(False, 0, 1, 0, 1, (0,), "none")
+    dist = _dist()
+    group = process_group if process_group is not None else dist.group.WORLD
+    group_rank = dist.get_rank(group)
+    if group_rank < 0:
+        raise ValueError(
+            f"process_group: rank {dist.get_rank()} is not a member of the given group"
+        )
+    ranks = tuple(int(r) for r in dist.get_process_group_ranks(group))
+    return GroupInfo(
+        True,
+        int(group_rank),
+        int(dist.get_world_size(group)),
+        int(dist.get_rank()),
+        int(dist.get_world_size()),
+        ranks,
+        str(dist.get_backend(group)),
+    )
+
+
+def _group(process_group: Any) -> Any:
+    return process_group if process_group is not None else _dist().group.WORLD
+
+
+def gather_to_reporter(obj: Any, info: GroupInfo, process_group: Any) -> list[Any] | None:
+    """Group rank 0 gets every group rank's ``obj`` (in group-rank order); others None."""
+    if not info.distributed:
+        return [obj]
+    dist = _dist()
+    out: list[Any] | None = [None] * info.group_size if info.is_reporter else None
+    dist.gather_object(obj, out, group=_group(process_group), group_dst=0)
+    return out
+
+
+def all_gather(obj: Any, info: GroupInfo, process_group: Any) -> list[Any]:
+    """Every group rank gets every group rank's ``obj`` (in group-rank order)."""
+    if not info.distributed:
+        return [obj]
+    dist = _dist()
+    out: list[Any] = [None] * info.group_size
+    dist.all_gather_object(out, obj, group=_group(process_group))
+    return out
+
+
+def all_reduce_max(value: float, info: GroupInfo, process_group: Any) -> float:
+    """The largest ``value`` over the group (one float: the report-interval agreement)."""
+    if not info.distributed:
+        return value
+    import torch
+
+    dist = _dist()
+    # NCCL reduces only device tensors; every other backend takes CPU tensors.
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if info.backend == "nccl"
+        else torch.device("cpu")
+    )
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=_group(process_group))
+    return float(t.item())

@@ -1,0 +1,161 @@
+"""What each rank sends at report time, and how the reporting rank scores them all.
+
+One payload per rank and report: key ids (stable 64-bit hashes of section and kernel
+names, identical on every rank without a name-agreement round), typical times, kernel
+time totals, and the rank's own individual scores (computed locally, from its own
+history). Names travel once per id; the receiver keeps the id -> name table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import scoring
+from .reports import RankInfo
+
+U64 = scoring.U64
+F64 = scoring.F64
+
+
+def key_id(name: str) -> int:
+    """Stable across processes and hosts (``hash()`` is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little")
+
+
+class KeyIds:
+    """Cached ``key_id`` per name, bounded (cleared when full: ids are recomputable)."""
+
+    def __init__(self, max_names: int = 65536) -> None:
+        self._ids: dict[str, int] = {}
+        self._max = max_names
+
+    def ids(self, names: Sequence[str]) -> U64:
+        cache = self._ids
+        if len(cache) + len(names) > self._max:
+            cache.clear()
+        out = np.empty(len(names), dtype=np.uint64)
+        for i, n in enumerate(names):
+            v = cache.get(n)
+            if v is None:
+                v = cache[n] = key_id(n)
+            out[i] = v
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RankPayload:
+    info: RankInfo
+    section_ids: U64
+    section_median_ns: F64
+    section_individual: F64
+    kernel_ids: U64
+    kernel_median_ns: F64
+    kernel_total_ns: F64
+    gpu_individual: float = math.nan
+    names: dict[int, str] = field(default_factory=dict)
+    """Names for ids the receiver may not know yet (sections: always; kernels: new ones)."""
+
+    @classmethod
+    def empty(cls, info: RankInfo) -> RankPayload:
+        z64 = np.zeros(0, dtype=np.uint64)
+        zf = np.zeros(0, dtype=np.float64)
+        return cls(info, z64, zf, zf, z64, zf, zf)
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    gpu_relative: dict[int, float]
+    section_relative: dict[str, dict[int, float]]
+    gpu_individual: dict[int, float]
+    section_individual: dict[str, dict[int, float]]
+    rank_to_node: dict[int, str]
+
+
+def _name(names: Mapping[int, str], key: int) -> str:
+    return names.get(key) or f"<key {key:016x}>"
+
+
+def _per_key(  # noqa: PLR0917
+    ranks: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    values: np.ndarray,
+    keys: U64,
+    names: Mapping[int, str],
+    only_rank: int | None,
+) -> dict[str, dict[int, float]]:
+    ok = np.isfinite(values)
+    if only_rank is not None:
+        ok &= ranks[rows] == only_rank
+    rows, cols, values = rows[ok], cols[ok], values[ok]
+    order = np.argsort(cols, kind="stable")
+    rows, cols, values = rows[order], cols[order], values[order]
+    bounds = np.flatnonzero(np.diff(cols)) + 1
+    out: dict[str, dict[int, float]] = {}
+    for r, c, v in zip(
+        np.split(rows, bounds), np.split(cols, bounds), np.split(values, bounds), strict=True
+    ):
+        if c.size:
+            out[_name(names, int(keys[c[0]]))] = dict(
+                zip(ranks[r].tolist(), v.tolist(), strict=True)
+            )
+    return out
+
+
+def _per_rank(ranks: np.ndarray, values: np.ndarray, only_rank: int | None) -> dict[int, float]:
+    ok = np.isfinite(values)
+    if only_rank is not None:
+        ok &= ranks == only_rank
+    return dict(zip(ranks[ok].tolist(), values[ok].tolist(), strict=True))
+
+
+def score_payloads(
+    payloads: Sequence[RankPayload],
+    names: Mapping[int, str],
+    *,
+    relative: bool,
+    individual: bool,
+    only_rank: int | None = None,
+) -> Scores:
+    """Scores of all ranks (or only ``only_rank``'s) from the gathered payloads.
+
+    NaN rule (see ``scoring``): missing data drops out of references; a score that cannot
+    be computed is left out of the mappings.
+    """
+    ranks = np.fromiter((p.info.rank for p in payloads), dtype=np.int64, count=len(payloads))
+    rank_to_node = {p.info.rank: p.info.node for p in payloads}
+    if only_rank is not None:
+        rank_to_node = {only_rank: rank_to_node[only_rank]} if only_rank in rank_to_node else {}
+    gpu_rel: dict[int, float] = {}
+    sec_rel: dict[str, dict[int, float]] = {}
+    gpu_ind: dict[int, float] = {}
+    sec_ind: dict[str, dict[int, float]] = {}
+    n = len(payloads)
+    if relative and n:
+        sidx = scoring.index_keys([p.section_ids for p in payloads])
+        smed = (
+            np.concatenate([p.section_median_ns for p in payloads])
+            if sidx.rows.size
+            else (np.zeros(0))
+        )
+        s_scores = scoring.relative_entry_scores(sidx.rows, sidx.cols, smed, sidx.keys.size)
+        sec_rel = _per_key(ranks, sidx.rows, sidx.cols, s_scores, sidx.keys, names, only_rank)
+        kidx = scoring.index_keys([p.kernel_ids for p in payloads])
+        if kidx.rows.size:
+            kmed = np.concatenate([p.kernel_median_ns for p in payloads])
+            ktot = np.concatenate([p.kernel_total_ns for p in payloads])
+            g = scoring.gpu_relative_scores(kidx.rows, kidx.cols, kmed, ktot, n, kidx.keys.size)
+            gpu_rel = _per_rank(ranks, g, only_rank)
+    if individual and n:
+        gi = np.fromiter((p.gpu_individual for p in payloads), dtype=np.float64, count=n)
+        gpu_ind = _per_rank(ranks, gi, only_rank)
+        iidx = scoring.index_keys([p.section_ids for p in payloads])
+        if iidx.rows.size:
+            sind = np.concatenate([p.section_individual for p in payloads])
+            sec_ind = _per_key(ranks, iidx.rows, iidx.cols, sind, iidx.keys, names, only_rank)
+    return Scores(gpu_rel, sec_rel, gpu_ind, sec_ind, rank_to_node)

@@ -1,0 +1,185 @@
+"""The NVRx-compatible ``Report`` and its conversion to the versioned ``ScoreReport``.
+
+``Report``'s field names and order, ``StragglerId``'s repr and ``Statistic``'s members
+are API: logs are parsed and reports pickled by existing NVRx tooling.
+
+Units, as NVRx: section summaries in milliseconds, kernel summaries in microseconds,
+``generate_report_elapsed_time`` in milliseconds. Scores map *global* ranks (the rank
+in the default group), even when the detector runs on a sub-group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .score_report import JobIdentity, KernelTiming, RankScores, ScoreReport
+
+
+class Statistic(enum.Enum):
+    MIN = enum.auto()
+    MAX = enum.auto()
+    MED = enum.auto()
+    AVG = enum.auto()
+    STD = enum.auto()
+    NUM = enum.auto()
+
+
+@dataclass(frozen=True)
+class StragglerId:
+    rank: int
+    node: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """Scores for one report window (NVRx field names and order).
+
+    With ``gather_on_rank0=True`` the reporting rank (rank 0 of the process group)
+    holds every rank's scores and the other ranks get ``None`` from
+    ``generate_report``; with ``False`` every rank gets a report with its own scores.
+    A score that could not be computed (no samples, no GPU backend) is absent from its
+    mapping rather than NaN.
+    """
+
+    gpu_relative_perf_scores: Mapping[int, float]
+    section_relative_perf_scores: Mapping[str, Mapping[int, float]]
+    gpu_individual_perf_scores: Mapping[int, float]
+    section_individual_perf_scores: Mapping[str, Mapping[int, float]]
+    rank_to_node: Mapping[int, str]
+    local_section_summaries: Mapping[str, Mapping[Statistic, float]]
+    local_kernel_summaries: Mapping[str, Mapping[Statistic, float]]
+    generate_report_elapsed_time: float
+    gather_on_rank0: bool
+    rank: int | None
+
+    def identify_stragglers(
+        self,
+        gpu_rel_threshold: float = 0.75,
+        section_rel_threshold: float = 0.75,
+        gpu_indiv_threshold: float = 0.75,
+        section_indiv_threshold: float = 0.75,
+    ) -> dict[str, Any]:
+        """Ranks whose score is strictly below the threshold (NaN is never flagged).
+
+        Returns ``straggler_gpus_relative`` / ``straggler_gpus_individual`` (sets of
+        ``StragglerId``) and ``straggler_sections_relative`` /
+        ``straggler_sections_individual`` (section -> non-empty set of ``StragglerId``).
+        """
+
+        def below(scores: Mapping[int, float], threshold: float) -> set[StragglerId]:
+            return {
+                StragglerId(rank=r, node=self.rank_to_node.get(r, "<unk>"))
+                for r, s in scores.items()
+                if not math.isnan(s) and s < threshold
+            }
+
+        def sections(
+            scores: Mapping[str, Mapping[int, float]], threshold: float
+        ) -> dict[str, set[StragglerId]]:
+            out = {}
+            for name, per_rank in scores.items():
+                if flagged := below(per_rank, threshold):
+                    out[name] = flagged
+            return out
+
+        return {
+            "straggler_gpus_relative": below(self.gpu_relative_perf_scores, gpu_rel_threshold),
+            "straggler_gpus_individual": below(
+                self.gpu_individual_perf_scores, gpu_indiv_threshold
+            ),
+            "straggler_sections_relative": sections(
+                self.section_relative_perf_scores, section_rel_threshold
+            ),
+            "straggler_sections_individual": sections(
+                self.section_individual_perf_scores, section_indiv_threshold
+            ),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RankInfo:
+    """Where a rank runs and how much it measured; travels with the gathered payload."""
+
+    rank: int
+    node: str
+    pod: str | None = None
+    ray_node_id: str | None = None
+    section_samples: int = 0
+    kernel_samples: int = 0
+    dropped_records: int = 0
+
+
+def _score(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def to_score_report(
+    report: Report,
+    *,
+    job: JobIdentity,
+    sequence: int,
+    generated_at: datetime,
+    window_s: float,
+    rank_info: Mapping[int, RankInfo],
+    world_size: int | None = None,
+    kernel_timing: KernelTiming | None = None,
+) -> ScoreReport:
+    """Convert a ``Report`` into the torch-free ``ScoreReport`` the controller reads.
+
+    Every rank in ``report.rank_to_node`` or ``rank_info`` gets an entry; scores that are
+    NaN or absent become ``None``. ``kernel_timing.dropped_records`` is summed from
+    ``rank_info`` when not given.
+    """
+    ranks = sorted(set(report.rank_to_node) | set(rank_info))
+    out = []
+    for r in ranks:
+        info = rank_info.get(r) or RankInfo(rank=r, node=report.rank_to_node.get(r, "<unk>"))
+        out.append(
+            RankScores(
+                rank=r,
+                node=info.node or report.rank_to_node.get(r, "<unk>"),
+                pod=info.pod,
+                ray_node_id=info.ray_node_id,
+                gpu_relative=_score(report.gpu_relative_perf_scores.get(r)),
+                gpu_individual=_score(report.gpu_individual_perf_scores.get(r)),
+                section_relative={
+                    name: s
+                    for name, per in report.section_relative_perf_scores.items()
+                    if (s := _score(per.get(r))) is not None
+                },
+                section_individual={
+                    name: s
+                    for name, per in report.section_individual_perf_scores.items()
+                    if (s := _score(per.get(r))) is not None
+                },
+                section_samples=info.section_samples,
+                kernel_samples=info.kernel_samples,
+            )
+        )
+    if kernel_timing is None:
+        kernel_timing = KernelTiming()
+    if kernel_timing.dropped_records == 0 and rank_info:
+        dropped = sum(i.dropped_records for i in rank_info.values())
+        kernel_timing = kernel_timing.model_copy(update={"dropped_records": dropped})
+    return ScoreReport.build(
+        job=job,
+        sequence=sequence,
+        generated_at=generated_at,
+        window_s=window_s if window_s > 0 else 1e-9,
+        ranks=out,
+        world_size=world_size,
+        kernel_timing=kernel_timing,
+    )
+
+
+def report_fields() -> list[str]:
+    """``Report``'s field names in order (tests and docs pin them to NVRx's)."""
+    return [f.name for f in dataclasses.fields(Report)]

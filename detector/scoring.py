@@ -1,0 +1,158 @@
+"""Performance scores from timing arrays: pure numpy, no clock, no I/O, no torch.
+
+A score is ``reference / typical time`` for one rank and one key (section or kernel):
+1.0 means as fast as the reference, 0.5 twice as slow. Inputs are *entries*: parallel
+arrays ``rows`` (rank index), ``cols`` (key index) and ``times``, so a job whose ranks
+saw different keys needs no dense ``ranks x keys`` matrix.
+
+The NaN rule, everywhere in this module: an entry whose time is NaN, infinite, zero or
+negative is *missing*. A missing entry drops out of the reference of its key and gets
+no score; it never changes any other rank's score, and it never makes every score NaN.
+A rank whose entries are all missing gets NaN for the aggregate, which callers leave out
+of reports (a score that cannot be computed is absent, not NaN).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+
+COMM_KERNEL = re.compile(r"nccl", re.IGNORECASE)
+"""Communication kernels wait for the slowest peer, so they make fast ranks look slow;
+they are left out of GPU scores (NVRx drops ``ncclDev*`` for the same reason)."""
+
+
+def is_comm_kernel(name: str) -> bool:
+    return COMM_KERNEL.search(name) is not None
+
+
+def valid(times: F64) -> npt.NDArray[np.bool_]:
+    """Entries usable as timings: finite and strictly positive."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(times) & (times > 0)
+
+
+def column_min(cols: I64, times: F64, n_cols: int) -> F64:
+    """Per key, the smallest valid time over all entries; NaN where none is valid."""
+    ok = valid(times)
+    ref = np.full(n_cols, np.inf)
+    np.minimum.at(ref, cols[ok], times[ok])
+    ref[np.isinf(ref)] = np.nan
+    return ref
+
+
+def column_support(rows: I64, cols: I64, times: F64, n_cols: int) -> I64:
+    """Per key, how many valid entries it has (one per rank when rows are unique)."""
+    ok = valid(times)
+    del rows  # entries are unique per (row, col) by construction; kept for symmetry
+    return np.bincount(cols[ok], minlength=n_cols).astype(np.int64)
+
+
+def relative_entry_scores(
+    rows: I64, cols: I64, times: F64, n_cols: int, *, min_support: int = 1
+) -> F64:
+    """Per entry, ``best valid time of its key / its time``; NaN where the entry is
+    missing or its key has fewer than ``min_support`` valid entries."""
+    ref = column_min(cols, times, n_cols)
+    ok = valid(times)
+    if min_support > 1:
+        support = column_support(rows, cols, times, n_cols)
+        ok &= support[cols] >= min_support
+    out = np.full(times.shape, np.nan)
+    out[ok] = ref[cols[ok]] / times[ok]
+    return out
+
+
+def weighted_row_mean(rows: I64, values: F64, weights: F64, n_rows: int) -> F64:
+    """Per row, ``sum(w * v) / sum(w)`` over entries whose value is finite and whose
+    weight is finite and positive; NaN for a row with no such entry."""
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(values) & np.isfinite(weights) & (weights > 0)
+    w = weights[ok]
+    num = np.bincount(rows[ok], weights=w * values[ok], minlength=n_rows)
+    den = np.bincount(rows[ok], weights=w, minlength=n_rows)
+    out = np.full(n_rows, np.nan)
+    has = den > 0
+    out[has] = num[has] / den[has]
+    return out
+
+
+def gpu_relative_scores(  # noqa: PLR0917 - the entry arrays belong together
+    rows: I64, cols: I64, typical_ns: F64, total_ns: F64, n_rows: int, n_cols: int
+) -> F64:
+    """One GPU score per rank: the kernel scores weighted by each kernel's time share.
+
+    A kernel seen on a single rank (in a job of several) has no peer to compare with and
+    is left out: counting it would pull that rank towards 1.0. Communication kernels
+    must be filtered out by the caller (see ``is_comm_kernel``).
+    """
+    reporting = np.unique(rows[valid(typical_ns)]).size
+    support = 2 if reporting > 1 else 1
+    scores = relative_entry_scores(rows, cols, typical_ns, n_cols, min_support=support)
+    return weighted_row_mean(rows, scores, total_ns, n_rows)
+
+
+def individual_scores(typical: F64, baseline: F64) -> F64:
+    """Per key, ``baseline / typical`` capped at 1.0 (a window faster than the rank's own
+    reference scores 1.0, as in NVRx); NaN where either side is missing."""
+    ok = valid(typical) & valid(baseline)
+    out = np.full(typical.shape, np.nan)
+    out[ok] = np.minimum(1.0, baseline[ok] / typical[ok])
+    return out
+
+
+def gpu_individual_score(typical_ns: F64, baseline_ns: F64, total_ns: F64) -> float:
+    """This rank's GPU score against its own baseline, weighted by kernel time share."""
+    scores = individual_scores(typical_ns, baseline_ns)
+    rows = np.zeros(scores.shape, dtype=np.int64)
+    return float(weighted_row_mean(rows, scores, total_ns, 1)[0])
+
+
+@dataclass(frozen=True, slots=True)
+class KeyIndex:
+    """Entries of many ranks mapped onto one key vocabulary."""
+
+    rows: I64
+    cols: I64
+    keys: U64
+    """Sorted, unique key ids; ``cols`` index into it."""
+
+
+def index_keys(ids_per_rank: Sequence[U64]) -> KeyIndex:
+    """Map each rank's key ids (uint64, any order) onto a shared sorted vocabulary.
+
+    Ranks of one job nearly always see the same keys, so the vocabulary is seeded from
+    the rank with most keys and only ids not in it are sorted (keeps 16k ranks x 200
+    kernels to one vectorised lookup).
+    """
+    n = len(ids_per_rank)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return KeyIndex(empty, empty, np.zeros(0, dtype=np.uint64))
+    lengths = np.fromiter((len(a) for a in ids_per_rank), dtype=np.int64, count=n)
+    rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    all_ids = (
+        np.concatenate(ids_per_rank).astype(np.uint64, copy=False)
+        if lengths.sum()
+        else np.zeros(0, dtype=np.uint64)
+    )
+    base = np.unique(np.asarray(ids_per_rank[int(np.argmax(lengths))], dtype=np.uint64))
+    if base.size:
+        pos = np.minimum(np.searchsorted(base, all_ids), base.size - 1)
+        found = base[pos] == all_ids
+    else:
+        pos = np.zeros(all_ids.shape, dtype=np.int64)
+        found = np.zeros(all_ids.shape, dtype=bool)
+    if bool(found.all()):
+        return KeyIndex(rows, pos.astype(np.int64), base)
+    keys = np.union1d(base, all_ids[~found])
+    cols = np.searchsorted(keys, all_ids).astype(np.int64)
+    return KeyIndex(rows, cols, keys)

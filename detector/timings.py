@@ -1,0 +1,72 @@
+"""Bounded timing buffers for the hot path.
+
+A section's CPU times go into a preallocated Python list used as a ring (power-of-two
+capacity, index masked): one ``list.__setitem__`` per sample, no growth, no numpy call
+on the hot path. Draining copies the live part into numpy once per report.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+class RingBuffer:
+    """Last ``capacity`` integer samples (ns); older ones are overwritten and counted."""
+
+    __slots__ = ("_buf", "_mask", "count")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        size = _pow2_at_least(capacity)
+        self._buf: list[int] = [0] * size
+        self._mask = size - 1
+        self.count = 0
+        """Samples written since the last drain (may exceed capacity)."""
+
+    @property
+    def capacity(self) -> int:
+        return self._mask + 1
+
+    def add(self, value_ns: int) -> None:
+        self._buf[self.count & self._mask] = value_ns
+        self.count += 1
+
+    def __len__(self) -> int:
+        return min(self.count, self._mask + 1)
+
+    @property
+    def dropped(self) -> int:
+        return max(0, self.count - (self._mask + 1))
+
+    def drain(self) -> npt.NDArray[np.int64]:
+        """The kept samples (order not preserved once wrapped); empties the buffer."""
+        n = len(self)
+        out = np.array(self._buf[:n], dtype=np.int64)
+        self.count = 0
+        return out
+
+
+def summarize_ns(
+    samples_ns: npt.NDArray[np.int64],
+) -> tuple[float, float, float, float, float, int]:
+    """(min, max, median, mean, std, num) of samples in ns; std is NaN for one sample."""
+    n = int(samples_ns.size)
+    if n == 0:
+        nan = float("nan")
+        return nan, nan, nan, nan, nan, 0
+    x = samples_ns.astype(np.float64)
+    std = float(np.std(x, ddof=1)) if n > 1 else float("nan")
+    return (
+        float(x.min()),
+        float(x.max()),
+        float(np.median(x)),
+        float(x.mean()),
+        std,
+        n,
+    )

@@ -36,7 +36,7 @@ def make_sink(options: ReporterOptions, kind: ReporterKind, *, api_client: Any =
         from pacekeeper.detector.reporters.ray_scoreboard import RayScoreBoardSink
 
         return RayScoreBoardSink(
-            job=options.job_identity(kind).key,
+            job=None,  # bound to the first report's job (the Detector's identity)
             incarnation=options.incarnation,
             address=options.ray_address,
             timeout_s=options.timeout_s,
@@ -44,11 +44,10 @@ def make_sink(options: ReporterOptions, kind: ReporterKind, *, api_client: Any =
     if kind is ReporterKind.KUBERNETES:
         from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
 
-        identity = options.job_identity(kind)
-        assert identity.namespace is not None
+        namespace, name = options.stragglerreport()
         return KubernetesStatusSink(
-            namespace=identity.namespace,
-            name=identity.name,
+            namespace=namespace,
+            name=name,
             incarnation=options.incarnation,
             api_client=api_client,
             threshold=options.straggler_threshold,

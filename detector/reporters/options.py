@@ -15,13 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
+from pacekeeper.detector import env as detector_env
 from pacekeeper.detector.reporters.k8s_status import DEFAULT_STRAGGLER_THRESHOLD
-from pacekeeper.detector.score_report import JobIdentity, Platform
-
-SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class ReporterKind(StrEnum):
@@ -68,10 +65,9 @@ class ReporterOptions:
             except ValueError:
                 allowed = ", ".join(k.value for k in ReporterKind)
                 raise ValueError(f"{src}={raw!r} is not one of: {allowed}") from None
-        name, _ = pick("job_name", "PACEKEEPER_JOB_NAME")
-        namespace, _ = pick("job_namespace", "PACEKEEPER_JOB_NAMESPACE")
-        if namespace is None:
-            namespace = env.get("POD_NAMESPACE") or _service_account_namespace()
+        # The same defaults the Detector uses for the report's job identity.
+        name = given.get("job_name") or detector_env.job_name(env)
+        namespace = given.get("job_namespace") or detector_env.job_namespace(env)
         out = replace(out, job_name=name, job_namespace=namespace)
         raw, src = pick("max_queue", "PACEKEEPER_REPORT_QUEUE")
         if raw is not None:
@@ -105,26 +101,14 @@ class ReporterOptions:
             return ReporterKind.RAY
         return ReporterKind.NONE
 
-    def job_identity(self, kind: ReporterKind | None = None) -> JobIdentity:
-        """The identity reports of this job carry, for the given transport."""
-        kind = kind or self.effective_kind()
-        if kind is ReporterKind.KUBERNETES:
-            if not (self.job_name and self.job_namespace):
-                raise ValueError(
-                    "kubernetes reporter needs PACEKEEPER_JOB_NAME and "
-                    "PACEKEEPER_JOB_NAMESPACE (or POD_NAMESPACE)"
-                )
-            return JobIdentity(
-                platform=Platform.KUBERNETES, namespace=self.job_namespace, name=self.job_name
+    def stragglerreport(self) -> tuple[str, str]:
+        """(namespace, name) of the job's StragglerReport: the job's own."""
+        if not (self.job_name and self.job_namespace):
+            raise ValueError(
+                "kubernetes reporter needs the job's name and namespace: set "
+                "PACEKEEPER_JOB_NAME and PACEKEEPER_JOB_NAMESPACE (or POD_NAMESPACE)"
             )
-        if kind is ReporterKind.RAY:
-            ray_job = _ray_job_id()
-            return JobIdentity(
-                platform=Platform.RAY,
-                name=self.job_name or (f"ray-job-{ray_job}" if ray_job else "ray-job"),
-                ray_job_id=ray_job,
-            )
-        return JobIdentity(platform=Platform.LOCAL, name=self.job_name or "local")
+        return self.job_namespace, self.job_name
 
 
 def new_incarnation() -> str:
@@ -152,22 +136,7 @@ def _positive_float(src: str, raw: Any, *, allow_zero: bool = False) -> float:
     return value
 
 
-def _service_account_namespace() -> str | None:
-    try:
-        return SERVICE_ACCOUNT_NAMESPACE_FILE.read_text().strip() or None
-    except OSError:
-        return None
-
-
 def _ray_connected() -> bool:
     # Never import ray just to ask: only a process that already uses it can be connected.
     ray = sys.modules.get("ray")
     return bool(ray is not None and ray.is_initialized())
-
-
-def _ray_job_id() -> str | None:
-    if not _ray_connected():
-        return None
-    import ray
-
-    return str(ray.get_runtime_context().get_job_id())

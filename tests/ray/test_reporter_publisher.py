@@ -140,7 +140,7 @@ def test_options_prefer_keywords_over_env_and_name_bad_variables() -> None:
     opts = ReporterOptions.resolve({"job_name": "override"}, env)
     assert opts.kind is ReporterKind.KUBERNETES and opts.job_name == "override"
     assert opts.job_namespace == "ml" and opts.incarnation
-    assert opts.job_identity().key == "ml/override"
+    assert opts.stragglerreport() == ("ml", "override")
     with pytest.raises(ValueError, match=r"PACEKEEPER_REPORTER='kafka' is not one of"):
         ReporterOptions.resolve(None, {"PACEKEEPER_REPORTER": "kafka"})
     with pytest.raises(ValueError, match=r"PACEKEEPER_REPORT_QUEUE='0' must be >= 1"):

@@ -1,0 +1,25 @@
+"""One real local Ray cluster for the whole Ray test session (2 cores: start it once)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """Starts Ray in this process; yields the GCS address other processes join with."""
+    import ray
+
+    ctx = ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=100 * 1024**2,
+        namespace="pacekeeper-tests",
+        log_to_driver=False,
+    )
+    try:
+        yield str(ctx.address_info["gcs_address"])
+    finally:
+        ray.shutdown()

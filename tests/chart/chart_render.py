@@ -1,0 +1,148 @@
+"""Render the chart with real Helm and check what comes out against real schemas.
+
+Built-in kinds are checked with kubernetes-validate (offline, strict: unknown fields
+fail); custom resources with jsonschema against their CRD's openAPIV3Schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import jsonschema
+import kubernetes_validate
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CHART_DIR = REPO / "charts" / "pacekeeper"
+KUBE_VERSION = "1.33.0"
+"""The oldest Kubernetes we test against that kubernetes-validate ships; the chart needs
+>= 1.27 (Chart.yaml kubeVersion)."""
+RELEASE = "pk"
+NAMESPACE = "pacekeeper-system"
+PROMETHEUS_OPERATOR_CRDS = Path(__file__).with_name("fixtures") / "prometheus_operator_crds.yaml"
+
+Manifest = dict[str, Any]
+
+# A kubeconfig pointing nowhere: a client dry-run install never contacts it.
+_UNREACHABLE_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:9"}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+users: [{name: none, user: {}}]
+"""
+
+
+@cache
+def chart() -> helm.Chart:
+    return helm.Chart.load(CHART_DIR)
+
+
+def render_files(values: dict[str, Any] | None = None) -> dict[str, str]:
+    """Template path -> rendered text, as `helm template` would produce."""
+    return chart().render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+
+
+def render(values: dict[str, Any] | None = None) -> list[Manifest]:
+    """Every object the release would create (NOTES.txt and empty templates left out)."""
+    out: list[Manifest] = []
+    for path, text in sorted(render_files(values).items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        out.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return out
+
+
+def notes(values: dict[str, Any] | None = None) -> str:
+    return next(t for p, t in render_files(values).items() if p.endswith("NOTES.txt"))
+
+
+def install_dry_run(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`helm install --dry-run=client`: the same values checks a real install runs."""
+    config = helm.Config(
+        storage_driver="memory", namespace=NAMESPACE, kubeconfig_content=_UNREACHABLE_KUBECONFIG
+    )
+    with config:
+        return config.install(chart(), RELEASE, values, namespace=NAMESPACE, dry_run="client")
+
+
+def crds() -> list[Manifest]:
+    return [yaml.safe_load(c["data"]) for c in chart().crds]
+
+
+def one(objects: list[Manifest], kind: str, name_suffix: str = "") -> Manifest:
+    found = [
+        o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(name_suffix)
+    ]
+    assert len(found) == 1, f"expected one {kind} *{name_suffix}, found {len(found)}"
+    return found[0]
+
+
+def kinds(objects: list[Manifest]) -> list[str]:
+    return sorted(o["kind"] for o in objects)
+
+
+@cache
+def _custom_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> openAPIV3Schema of every CRD we know of: the chart's own and
+    the prometheus-operator subset in fixtures/."""
+    defs = list(crds())
+    defs += [d for d in yaml.safe_load_all(PROMETHEUS_OPERATOR_CRDS.read_text()) if d]
+    schemas: dict[tuple[str, str], dict[str, Any]] = {}
+    for crd in defs:
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            api_version = f"{spec['group']}/{version['name']}"
+            schemas[(api_version, spec["names"]["kind"])] = version["schema"]["openAPIV3Schema"]
+    return schemas
+
+
+def is_builtin(obj: Manifest) -> bool:
+    return (obj["apiVersion"], obj["kind"]) not in _custom_schemas()
+
+
+def validate(obj: Manifest) -> None:
+    """Raise when the object does not match its kind's schema."""
+    schema = _custom_schemas().get((obj["apiVersion"], obj["kind"]))
+    if schema is None:
+        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        return
+    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+    jsonschema.validate(body, _structural(schema), cls=jsonschema.Draft7Validator)
+
+
+def _structural(schema: dict[str, Any]) -> dict[str, Any]:
+    """A CRD schema as plain JSON schema: Kubernetes prunes unknown fields, so an object
+    without x-kubernetes-preserve-unknown-fields gets additionalProperties false (a typo
+    we render would otherwise vanish silently on the API server)."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key.startswith("x-kubernetes-"):
+            continue
+        if key == "properties":
+            out[key] = {name: _structural(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = _structural(value)
+        else:
+            out[key] = value
+    is_object = schema.get("type") == "object" and "properties" in schema
+    if is_object and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        out.setdefault("additionalProperties", False)
+    if "properties" in out:
+        # metadata is checked by the API server, not the CRD schema.
+        out["properties"].pop("metadata", None)
+        out["properties"].pop("apiVersion", None)
+        out["properties"].pop("kind", None)
+    return out
+
+
+def pod_specs(obj: Manifest) -> Iterator[dict[str, Any]]:
+    if obj["kind"] == "Pod":
+        yield obj["spec"]
+    elif obj["kind"] == "Deployment":
+        yield obj["spec"]["template"]["spec"]

@@ -1,0 +1,78 @@
+"""Metrics Service, ServiceMonitor, PrometheusRule and the helm test hook."""
+
+from __future__ import annotations
+
+from chart_cases import FEATURES
+from chart_render import NAMESPACE, RELEASE, one, render
+
+
+def test_metrics_service_selects_the_controller_port() -> None:
+    objects = render()
+    service = one(objects, "Service")
+    pod = one(objects, "Deployment")["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    ports = {p["name"]: p for p in pod["spec"]["containers"][0]["ports"]}
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert ports["metrics"]["containerPort"] == 8080
+
+
+def test_service_monitor_selects_the_metrics_service() -> None:
+    objects = render(FEATURES["service-monitor"])
+    monitor = one(objects, "ServiceMonitor")
+    service = one(objects, "Service")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [NAMESPACE]
+    assert monitor["metadata"]["labels"]["p"] == "k"
+
+
+def test_prometheus_rule_alerts_on_metrics_the_controller_exports() -> None:
+    rule = one(render(FEATURES["prometheus-rule"]), "PrometheusRule")
+    exprs = {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert f'job="{RELEASE}-pacekeeper-metrics"' in exprs["PacekeeperControllerDown"]
+    # Names from pacekeeper.controller.metrics (counters gain _total when exported).
+    assert "pacekeeper_actions_total" in exprs["PacekeeperActionsFailing"]
+    assert "pacekeeper_breaker_open" in exprs["PacekeeperBreakerOpen"]
+    assert "pacekeeper_leader" in exprs["PacekeeperNoLeader"]
+    annotations = [r["annotations"]["summary"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert any("{{ $labels.action }}" in a for a in annotations)
+
+
+def test_metric_names_in_rules_exist_in_the_controller() -> None:
+    from pacekeeper.controller.metrics import ControllerMetrics
+
+    exported = {
+        sample.name
+        for family in ControllerMetrics().registry.collect()
+        for sample in family.samples
+    } | {family.name for family in ControllerMetrics().registry.collect()}
+    for name in ("pacekeeper_actions_total", "pacekeeper_breaker_open", "pacekeeper_leader"):
+        assert name in exported or name.removesuffix("_total") in exported, name
+
+
+def test_metrics_off_removes_service_monitoring_and_test_hook() -> None:
+    objects = render(FEATURES["metrics-off"])
+    assert not [o for o in objects if o["kind"] in ("Service", "ServiceMonitor", "Pod")]
+    container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "ports" not in container and "livenessProbe" not in container
+
+
+def test_no_leader_alert_only_with_leader_election() -> None:
+    values = {"metrics": {"prometheusRule": {"enabled": True}}}
+    values_off = values | FEATURES["no-leader-election"]
+    alerts = [
+        r["alert"]
+        for g in one(render(values_off), "PrometheusRule")["spec"]["groups"]
+        for r in g["rules"]
+    ]
+    assert "PacekeeperNoLeader" not in alerts
+
+
+def test_helm_test_hook_scrapes_the_metrics_service() -> None:
+    pod = one(render(), "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    script = pod["spec"]["containers"][0]["command"][-1]
+    assert f"http://{RELEASE}-pacekeeper-metrics.{NAMESPACE}.svc:8080/metrics" in script
+    assert "pacekeeper_leader" in script
+    assert pod["spec"]["automountServiceAccountToken"] is False

@@ -1,0 +1,108 @@
+"""Least privilege: rights split by feature, no wildcards, no secrets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from chart_cases import FEATURES, actions
+from chart_render import NAMESPACE, RELEASE, render
+
+RBAC_KINDS = ("ClusterRole", "Role")
+
+
+def rules(values: dict[str, Any] | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+    """(kind, name, rule) for every rule the release grants."""
+    return [
+        (o["kind"], o["metadata"]["name"], rule)
+        for o in render(values)
+        if o["kind"] in RBAC_KINDS
+        for rule in o["rules"]
+    ]
+
+
+def granted(values: dict[str, Any] | None, group: str, resource: str) -> set[str]:
+    return {
+        verb
+        for _, _, rule in rules(values)
+        if group in rule["apiGroups"] and resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+def test_no_rule_uses_a_wildcard_or_touches_secrets(feature: str) -> None:
+    found = rules(FEATURES[feature])
+    assert found
+    for kind, name, rule in found:
+        for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+            assert "*" not in rule.get(field, []), f"{kind}/{name} has '*' in {field}"
+        assert not {"secrets", "configmaps"} & set(rule["resources"]), f"{kind}/{name}"
+        assert "nonResourceURLs" not in rule
+
+
+def test_defaults_grant_no_write_on_nodes_or_pods() -> None:
+    assert granted(None, "", "nodes") == {"get", "list", "watch"}
+    assert granted(None, "", "pods") == {"get", "list", "watch"}
+    assert granted(None, "", "pods/eviction") == set()
+
+
+@pytest.mark.parametrize("action", ["taintNode", "cordonNode"])
+def test_node_patch_is_granted_only_with_a_node_action(action: str) -> None:
+    assert "patch" in granted({"actions": actions(action)}, "", "nodes")
+    others = [a for a in ("notify", "restartRank", "drainNode")]
+    assert "patch" not in granted({"actions": actions(*others)}, "", "nodes")
+
+
+@pytest.mark.parametrize(
+    ("enabled", "eviction", "delete"),
+    [
+        (("restartRank",), True, True),
+        (("drainNode",), True, False),
+        (("taintNode", "cordonNode", "notify"), False, False),
+    ],
+)
+def test_pod_eviction_follows_restart_and_drain(
+    enabled: tuple[str, ...], eviction: bool, delete: bool
+) -> None:
+    values = {"actions": actions(*enabled)}
+    assert ("create" in granted(values, "", "pods/eviction")) is eviction
+    assert ("delete" in granted(values, "", "pods")) is delete
+
+
+def test_events_follow_notify() -> None:
+    assert "create" in granted(None, "", "events")
+    assert granted({"actions": actions()}, "", "events") == set()
+
+
+def test_leases_are_namespaced_and_limited_to_the_leader_lease() -> None:
+    objects = render()
+    roles = [o for o in objects if o["kind"] == "Role"]
+    assert [r["metadata"]["namespace"] for r in roles] == [NAMESPACE]
+    lease_rules = roles[0]["rules"]
+    named = [r for r in lease_rules if r.get("resourceNames")]
+    assert named[0]["resourceNames"] == [f"{RELEASE}-pacekeeper-leader"]
+    assert {v for r in lease_rules for v in r["verbs"]} <= {
+        "get",
+        "watch",
+        "create",
+        "update",
+        "patch",
+    }
+    assert all(o["kind"] != "ClusterRole" or "leases" not in str(o["rules"]) for o in objects), (
+        "leases must not be cluster-wide"
+    )
+    assert granted(FEATURES["no-leader-election"], "coordination.k8s.io", "leases") == set()
+
+
+def test_bindings_name_the_controller_service_account() -> None:
+    objects = render(FEATURES["existing-service-account"])
+    assert all(o["kind"] != "ServiceAccount" for o in objects)
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "platform-sa"
+    bindings = [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    assert bindings
+    for binding in bindings:
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "platform-sa", "namespace": NAMESPACE}
+        ]

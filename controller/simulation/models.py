@@ -1,0 +1,438 @@
+"""Generative models of per-rank timings in a synchronous data-parallel training job.
+
+Every number here is a documented default (docs/simulator.md says where each comes
+from). The simulator walks a job step by step: per rank and step it draws a speed
+multiplier (static GPU spread x slow drift x faults x per-step jitter) and a work
+multiplier (sequence-length imbalance, last pipeline stage), then turns them into the
+per-window summaries the detector consumes — per-rank section medians and per-rank,
+per-kernel median / count / total times.
+
+Sections and step-level events are generated per step for every rank (ranks x steps
+is small). Kernels are the heavy part (ranks x kernels x invocations): ``exact=True``
+draws every invocation; the default shortcut draws each window's kernel *median*
+directly from its sampling distribution (``median ~ N(true median, (pi/2) cv^2 / n)``
+relative, the asymptotic law of a sample median of normal jitter) and the *total* from
+the sum's law. ``tests/unit/simulation`` checks the two agree statistically.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
+
+SECTIONS = ("dataloader", "forward_backward", "optimizer")
+"""Timed sections per step. ``optimizer`` holds the gradient all-reduce, so it also holds
+the wait for the slowest rank: a straggler's own ``optimizer`` time is the *shortest*."""
+
+COMM_KERNEL_NAMES = ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "ncclDevKernel_AllGather_RING")
+LAST_STAGE_KERNEL_NAMES = ("lm_head_gemm", "cross_entropy_fwd", "cross_entropy_bwd", "logits_sm")
+
+
+def sigma_for_pairwise_spread(mean_abs_diff: float) -> float:
+    """Log-normal sigma such that two GPUs drawn at random differ by ``mean_abs_diff`` on
+    average: for X, Y ~ N(0, s^2) i.i.d., E|X - Y| = 2 s / sqrt(pi)."""
+    return mean_abs_diff * math.sqrt(math.pi) / 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelParams:
+    """Defaults of the generative model. Units are in the names."""
+
+    gpus_per_node: int = 8
+    step_s: float = 2.0
+    window_s: float = 60.0
+    kernels: int = 200
+    """Distinct compute kernels per rank (communication kernels come on top)."""
+    compute_s: float = 1.6
+    """GPU compute time of one step on a median GPU (forward + backward)."""
+    dataloader_s: float = 0.05
+    optimizer_s: float = 0.15
+    """Communication (all-reduce) and optimizer time when no rank is waited for."""
+    static_pairwise_spread: float = 0.08
+    """Same-SKU GPUs differ by this much on average (mean absolute pairwise difference)."""
+    static_clip_sigmas: float = 2.0
+    """GPUs beyond this many sigmas fail acceptance burn-in; beyond it is a fault."""
+    drift_min: float = 0.005
+    drift_max: float = 0.01
+    """Drift amplitude range: peak to peak 1-2% of step time."""
+    drift_period_min_s: float = 7200.0
+    drift_period_max_s: float = 28800.0
+    step_jitter_cv: float = 0.005
+    """Per rank-step speed jitter shared by all kernels of the step (clocks, power)."""
+    kernel_jitter_cv: float = 0.02
+    """Per invocation jitter of one kernel."""
+    section_jitter_cv: float = 0.01
+    stall_prob: float = 5e-5
+    """Per rank-step probability of a data-loader stall."""
+    stall_mean_s: float = 1.5
+    gc_prob: float = 2e-4
+    """Per rank-step probability of a Python GC pause (hits the CPU side of the step)."""
+    gc_min_s: float = 0.1
+    gc_max_s: float = 0.5
+    seq_sensitive_share: float = 0.3
+    """Share of compute kernels whose time scales with the step's sequence lengths."""
+
+
+class FaultKind(StrEnum):
+    SLOW_GPU = "slow_gpu"
+    SLOW_NODE = "slow_node"
+    THROTTLING = "throttling"
+    SLOW_LINK = "slow_link"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """Ground truth: ``ranks`` are broken from ``start_s`` on."""
+
+    kind: FaultKind
+    ranks: tuple[int, ...]
+    start_s: float
+    slowdown: float
+    """Fractional slowdown: 0.1 makes compute 10% slower (time x 1.1)."""
+    throttle_on_s: float = 30.0
+    throttle_off_s: float = 150.0
+
+    def __post_init__(self) -> None:
+        if not self.ranks:
+            raise ValueError("fault.ranks must not be empty")
+        if self.slowdown <= 0:
+            raise ValueError(f"fault.slowdown must be > 0, got {self.slowdown}")
+
+
+class ImbalanceKind(StrEnum):
+    NONE = "none"
+    MOVING = "moving"
+    """Sequence lengths: the slowest rank changes from step to step and window to window."""
+    LAST_STAGE = "last_stage"
+    """Pipeline parallelism: the last stage computes the LM head and the loss."""
+
+
+@dataclass(frozen=True, slots=True)
+class Imbalance:
+    kind: ImbalanceKind = ImbalanceKind.NONE
+    step_sigma: float = 0.10
+    """Moving: log-normal sigma of one step's work on one rank."""
+    window_sigma: float = 0.05
+    """Moving: log-normal sigma of a rank's work over one window (a shard of long documents)."""
+    pipeline_stages: int = 4
+    last_stage_extra: float = 0.2
+    """Last stage: extra compute share, spent in kernels only the last stage runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSummary:
+    """What the detector sees for one report window, for all ranks."""
+
+    index: int
+    start_s: float
+    end_s: float
+    steps: int
+    section_names: tuple[str, ...]
+    section_median_s: F64
+    """ranks x sections."""
+    section_samples: npt.NDArray[np.int64]
+    """ranks: section entries in the window."""
+    kernel_names: tuple[str, ...]
+    kernel_median_ns: F64
+    """ranks x kernels; NaN where a rank never ran the kernel."""
+    kernel_count: npt.NDArray[np.int64]
+    kernel_total_ns: F64
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    ranks: int
+    gpus_per_node: int
+
+    def node_of(self, rank: int) -> int:
+        return rank // self.gpus_per_node
+
+    def node_name(self, node: int) -> str:
+        return f"node-{node:05d}"
+
+    def nodes(self) -> int:
+        return -(-self.ranks // self.gpus_per_node)
+
+    def node_index(self) -> npt.NDArray[np.int64]:
+        return np.arange(self.ranks, dtype=np.int64) // self.gpus_per_node
+
+    def ranks_of_node(self, node: int) -> tuple[int, ...]:
+        lo = node * self.gpus_per_node
+        return tuple(range(lo, min(self.ranks, lo + self.gpus_per_node)))
+
+
+def truncated_normal(rng: np.random.Generator, size: int, clip: float) -> F64:
+    """Standard normal draws restricted to [-clip, clip] (rejection, vectorised)."""
+    z = rng.standard_normal(size)
+    bad = np.abs(z) > clip
+    while bad.any():
+        z[bad] = rng.standard_normal(int(bad.sum()))
+        bad = np.abs(z) > clip
+    return z
+
+
+@dataclass
+class _Static:
+    speed: F64
+    drift_amp: F64
+    drift_period_s: F64
+    drift_phase: F64
+    kernel_base_ns: F64
+    kernel_per_step: npt.NDArray[np.int64]
+    seq_sensitive: B
+    window_work: F64 = field(default_factory=lambda: np.ones(0))
+
+
+class JobSimulator:
+    """Simulates one job window by window; deterministic for a given seed."""
+
+    def __init__(
+        self,
+        ranks: int,
+        *,
+        params: ModelParams | None = None,
+        faults: tuple[Fault, ...] = (),
+        imbalance: Imbalance | None = None,
+        seed: int = 0,
+        exact_kernels: bool = False,
+    ) -> None:
+        if ranks < 1:
+            raise ValueError(f"ranks must be >= 1, got {ranks}")
+        self.p = params or ModelParams()
+        if self.p.window_s < self.p.step_s:
+            raise ValueError("window_s must be at least one step_s")
+        self.ranks = ranks
+        self.layout = Layout(ranks, self.p.gpus_per_node)
+        self.faults = faults
+        for f in faults:
+            bad = [r for r in f.ranks if not 0 <= r < ranks]
+            if bad:
+                raise ValueError(f"fault {f.kind}: rank {bad[0]} is outside 0..{ranks - 1}")
+        self.imbalance = imbalance or Imbalance()
+        self.exact_kernels = exact_kernels
+        self.rng = np.random.default_rng(seed)
+        self._static = self._draw_static()
+        self._throttled = np.zeros(ranks, dtype=bool)
+        self._step = 0
+        self._window = 0
+        kernel_names = [f"compute_kernel_{k:03d}" for k in range(self.p.kernels)]
+        if self.imbalance.kind is ImbalanceKind.LAST_STAGE:
+            kernel_names += list(LAST_STAGE_KERNEL_NAMES)
+        kernel_names += list(COMM_KERNEL_NAMES)
+        self.kernel_names = tuple(kernel_names)
+
+    # --- static draws ----------------------------------------------------------------
+
+    def _draw_static(self) -> _Static:
+        p, rng, n = self.p, self.rng, self.ranks
+        sigma = sigma_for_pairwise_spread(p.static_pairwise_spread)
+        # speed > 1 means slower: it multiplies times.
+        speed = np.exp(sigma * truncated_normal(rng, n, p.static_clip_sigmas))
+        drift_amp = rng.uniform(p.drift_min, p.drift_max, n)
+        drift_period = rng.uniform(p.drift_period_min_s, p.drift_period_max_s, n)
+        drift_phase = rng.uniform(0.0, 2 * math.pi, n)
+        # Kernel durations are heavy-tailed: a few GEMMs dominate, many small kernels.
+        raw = rng.lognormal(0.0, 1.0, p.kernels)
+        per_step = rng.choice(np.array([1, 2, 4], dtype=np.int64), p.kernels)
+        base_ns = raw / float((raw * per_step).sum()) * p.compute_s * 1e9
+        seq = rng.random(p.kernels) < p.seq_sensitive_share
+        return _Static(speed, drift_amp, drift_period, drift_phase, base_ns, per_step, seq)
+
+    # --- per step ----------------------------------------------------------------------
+
+    def _fault_multiplier(self, t: F64) -> tuple[F64, F64]:
+        """(compute multiplier ranks x steps, communication multiplier per step)."""
+        n, s = self.ranks, t.size
+        comp = np.ones((n, s))
+        comm = np.ones(s)
+        for f in self.faults:
+            on = t >= f.start_s
+            if not on.any():
+                continue
+            idx = np.array(f.ranks, dtype=np.int64)
+            match f.kind:
+                case FaultKind.SLOW_GPU | FaultKind.SLOW_NODE:
+                    comp[np.ix_(idx, on)] *= 1.0 + f.slowdown
+                case FaultKind.THROTTLING:
+                    comp[idx] *= 1.0 + f.slowdown * self._throttle_states(idx, t, f)
+                case FaultKind.SLOW_LINK:
+                    # A ring all-reduce runs at its slowest link: everyone waits longer,
+                    # nobody computes slower.
+                    comm[on] *= 1.0 + f.slowdown
+        return comp, comm
+
+    def _throttle_states(self, idx: npt.NDArray[np.int64], t: F64, f: Fault) -> F64:
+        """Two-state Markov chain per throttled rank, stepped once per training step."""
+        p_on = self.p.step_s / f.throttle_off_s
+        p_off = self.p.step_s / f.throttle_on_s
+        out = np.zeros((idx.size, t.size))
+        state = self._throttled[idx].copy()
+        u = self.rng.random((idx.size, t.size))
+        for j in range(t.size):
+            if t[j] < f.start_s:
+                state[:] = False
+            else:
+                state = np.where(state, u[:, j] >= p_off, u[:, j] < p_on)
+            out[:, j] = state
+        self._throttled[idx] = state
+        return out
+
+    def next_window(self) -> WindowSummary:
+        p, rng, n = self.p, self.rng, self.ranks
+        steps = int(p.window_s // p.step_s)
+        t = (self._step + np.arange(steps)) * p.step_s
+        st = self._static
+        drift = 1.0 + st.drift_amp[:, None] * np.sin(
+            2 * math.pi * t[None, :] / st.drift_period_s[:, None] + st.drift_phase[:, None]
+        )
+        comp_fault, comm_fault = self._fault_multiplier(t)
+        jitter = 1.0 + p.step_jitter_cv * rng.standard_normal((n, steps))
+        speed = st.speed[:, None] * drift * comp_fault * jitter
+        work = self._work(steps)
+        plain_mult = speed
+        seq_mult = speed * work
+        last_stage = self._last_stage_mask()
+
+        # Sections, per step.
+        fixed_compute = float((st.kernel_base_ns * st.kernel_per_step)[~st.seq_sensitive].sum())
+        seq_compute = float((st.kernel_base_ns * st.kernel_per_step)[st.seq_sensitive].sum())
+        compute_s = (fixed_compute * plain_mult + seq_compute * seq_mult) / 1e9
+        if last_stage is not None:
+            compute_s[last_stage] += (
+                self.imbalance.last_stage_extra * p.compute_s * plain_mult[last_stage]
+            )
+        compute_s *= 1.0 + p.section_jitter_cv * rng.standard_normal((n, steps))
+        gc = (rng.random((n, steps)) < p.gc_prob) * rng.uniform(p.gc_min_s, p.gc_max_s, (n, steps))
+        fwd_bwd_s = compute_s + gc
+        stall = (rng.random((n, steps)) < p.stall_prob) * rng.exponential(
+            p.stall_mean_s, (n, steps)
+        )
+        loader_s = (
+            p.dataloader_s * (1.0 + p.section_jitter_cv * rng.standard_normal((n, steps))) + stall
+        )
+        ready_s = loader_s + fwd_bwd_s
+        wait_s = ready_s.max(axis=0, keepdims=True) - ready_s
+        comm_s = (
+            p.optimizer_s
+            * comm_fault[None, :]
+            * (1.0 + p.section_jitter_cv * rng.standard_normal((n, steps)))
+        )
+        optimizer_s = wait_s + comm_s
+        section_median = np.stack(
+            [np.median(loader_s, axis=1), np.median(fwd_bwd_s, axis=1), np.median(optimizer_s, 1)],
+            axis=1,
+        )
+
+        med, cnt, tot = self._kernels(plain_mult, seq_mult, last_stage, steps)
+        # Communication kernels spin while waiting for peers, so they carry the wait.
+        sync_ns = (wait_s + comm_s) * 1e9
+        shares = np.array([0.8, 0.2])
+        med = np.concatenate([med, np.median(sync_ns, axis=1)[:, None] * shares], axis=1)
+        tot = np.concatenate([tot, sync_ns.sum(axis=1)[:, None] * shares], axis=1)
+        cnt = np.concatenate([cnt, np.full((n, shares.size), steps, dtype=np.int64)], axis=1)
+
+        summary = WindowSummary(
+            index=self._window,
+            start_s=float(t[0]),
+            end_s=float(t[-1] + p.step_s),
+            steps=steps,
+            section_names=SECTIONS,
+            section_median_s=section_median,
+            section_samples=np.full(n, steps * len(SECTIONS), dtype=np.int64),
+            kernel_names=self.kernel_names,
+            kernel_median_ns=med,
+            kernel_count=cnt,
+            kernel_total_ns=tot,
+        )
+        self._step += steps
+        self._window += 1
+        return summary
+
+    def _work(self, steps: int) -> F64:
+        im, n = self.imbalance, self.ranks
+        if im.kind is not ImbalanceKind.MOVING:
+            return np.ones((n, steps))
+        per_window = np.exp(im.window_sigma * self.rng.standard_normal((n, 1)))
+        return per_window * np.exp(im.step_sigma * self.rng.standard_normal((n, steps)))
+
+    def _last_stage_mask(self) -> B | None:
+        im = self.imbalance
+        if im.kind is not ImbalanceKind.LAST_STAGE:
+            return None
+        # Tensor parallel within a node, pipeline stages over nodes: the last stage is
+        # the last 1/stages of the nodes.
+        nodes = self.layout.node_index()
+        per_stage = max(1, -(-self.layout.nodes() // im.pipeline_stages))
+        return nodes // per_stage == im.pipeline_stages - 1
+
+    def _kernels(
+        self, plain: F64, seq: F64, last_stage: B | None, steps: int
+    ) -> tuple[F64, npt.NDArray[np.int64], F64]:
+        st, p, rng, n = self._static, self.p, self.rng, self.ranks
+        k = p.kernels
+        cnt = np.broadcast_to(st.kernel_per_step * steps, (n, k)).copy()
+        cv = p.kernel_jitter_cv
+        if self.exact_kernels:
+            med = np.empty((n, k))
+            tot = np.empty((n, k))
+            for j in range(k):
+                mult = seq if st.seq_sensitive[j] else plain
+                reps = int(st.kernel_per_step[j])
+                inv = np.repeat(mult, reps, axis=1) * (
+                    1.0 + cv * rng.standard_normal((n, steps * reps))
+                )
+                times = st.kernel_base_ns[j] * inv
+                med[:, j] = np.median(times, axis=1)
+                tot[:, j] = times.sum(axis=1)
+        else:
+            med_mult = np.where(
+                st.seq_sensitive[None, :],
+                np.median(seq, axis=1)[:, None],
+                np.median(plain, axis=1)[:, None],
+            )
+            sum_mult = np.where(
+                st.seq_sensitive[None, :], seq.sum(1)[:, None], plain.sum(1)[:, None]
+            )
+            n_inv = cnt.astype(np.float64)
+            med_sd = cv * np.sqrt(math.pi / 2.0 / n_inv)
+            med = (
+                st.kernel_base_ns[None, :] * med_mult * (1.0 + med_sd * rng.standard_normal((n, k)))
+            )
+            tot_sd = cv / np.sqrt(n_inv)
+            tot = (
+                st.kernel_base_ns[None, :]
+                * st.kernel_per_step[None, :]
+                * sum_mult
+                * (1.0 + tot_sd * rng.standard_normal((n, k)))
+            )
+        if last_stage is not None:
+            extra = len(LAST_STAGE_KERNEL_NAMES)
+            share_ns = self.imbalance.last_stage_extra * p.compute_s * 1e9 / extra
+            e_med = np.full((n, extra), np.nan)
+            e_tot = np.full((n, extra), np.nan)
+            e_cnt = np.zeros((n, extra), dtype=np.int64)
+            m = np.median(plain[last_stage], axis=1)[:, None]
+            e_med[last_stage] = (
+                share_ns
+                * m
+                * (
+                    1.0
+                    + cv * rng.standard_normal((int(last_stage.sum()), extra)) / math.sqrt(steps)
+                )
+            )
+            e_tot[last_stage] = e_med[last_stage] * steps
+            e_cnt[last_stage] = steps
+            med = np.concatenate([med, e_med], axis=1)
+            tot = np.concatenate([tot, e_tot], axis=1)
+            cnt = np.concatenate([cnt, e_cnt], axis=1)
+        return med, cnt, tot
+
+    def windows(self, count: int) -> list[WindowSummary]:
+        return [self.next_window() for _ in range(count)]

@@ -1,0 +1,162 @@
+"""Detection-quality arithmetic: pure functions over what a detector named and when.
+
+Units of truth are *suspects*: a rank, or a node. Naming a rank is right when that rank
+is faulty; naming a node is right when a faulty rank runs on it. A faulty rank counts as
+found when it or its node is named after its fault started.
+
+* precision = right distinct suspects / all distinct suspects named (1.0 if none named)
+* recall    = faulty ranks found / faulty ranks (1.0 if nothing was broken)
+* time to detect / act = first naming (any verdict) / first disruptive action on a
+  faulty suspect, minus the fault's start
+* false actions per 1,000 GPU-days = disruptive actions on healthy suspects, per
+  ranks x simulated days / 1000
+* hardware actions on imbalance = node actions (taint, drain, cordon) in an imbalance
+  scenario, right or wrong: there the workload is slow, not the machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+SECONDS_PER_DAY = 86400.0
+
+
+class SubjectKind(StrEnum):
+    RANK = "rank"
+    NODE = "node"
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One report window's verdict on one suspect."""
+
+    time_s: float
+    kind: SubjectKind
+    id: int
+    disruptive: bool = False
+    """An action that costs the job (restart, taint, drain, cordon, stopping the job)."""
+    hardware: bool = False
+    """A node action (taint, drain, cordon)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    faulty_ranks: frozenset[int]
+    start_s: float | None
+    gpus_per_node: int
+    ranks: int
+    duration_s: float
+    imbalance: bool
+
+    def node_of(self, rank: int) -> int:
+        return rank // self.gpus_per_node
+
+    def is_right(self, f: Flag) -> bool:
+        if self.start_s is None or f.time_s <= self.start_s:
+            return False
+        if f.kind is SubjectKind.RANK:
+            return f.id in self.faulty_ranks
+        return any(self.node_of(r) == f.id for r in self.faulty_ranks)
+
+    def covers(self, f: Flag, rank: int) -> bool:
+        if f.kind is SubjectKind.RANK:
+            return f.id == rank
+        return f.id == self.node_of(rank)
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    named: int
+    right: int
+    faulty: int
+    found: int
+    time_to_detect_s: float | None
+    time_to_act_s: float | None
+    false_actions: int
+    gpu_days: float
+    hardware_actions_on_imbalance: int
+
+    @property
+    def precision(self) -> float:
+        return self.right / self.named if self.named else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.faulty if self.faulty else 1.0
+
+    @property
+    def false_actions_per_1000_gpu_days(self) -> float:
+        return 1000.0 * self.false_actions / self.gpu_days if self.gpu_days > 0 else 0.0
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return {
+            "precision": self.precision,
+            "recall": self.recall,
+            "named": self.named,
+            "right": self.right,
+            "faulty": self.faulty,
+            "found": self.found,
+            "timeToDetectS": self.time_to_detect_s,
+            "timeToActS": self.time_to_act_s,
+            "falseActions": self.false_actions,
+            "gpuDays": self.gpu_days,
+            "falseActionsPer1000GpuDays": self.false_actions_per_1000_gpu_days,
+            "hardwareActionsOnImbalance": self.hardware_actions_on_imbalance,
+        }
+
+
+def score_run(flags: Iterable[Flag], truth: Truth, *, per_report_actions: bool = False) -> Quality:
+    """Score one run. ``per_report_actions``: all disruptive flags of one report are one
+    action (a rule that stops the job, as NeMo's ``stop_if_detected``, acts once per
+    report however many ranks it names)."""
+    items = sorted(flags, key=lambda f: f.time_s)
+    suspects = {(f.kind, f.id) for f in items}
+    right = {(f.kind, f.id) for f in items if truth.is_right(f)}
+    start = truth.start_s
+    detect: list[float] = []
+    act: list[float] = []
+    found = 0
+    for rank in sorted(truth.faulty_ranks):
+        hits = [f for f in items if truth.covers(f, rank) and truth.is_right(f)]
+        if hits:
+            found += 1
+            assert start is not None
+            detect.append(hits[0].time_s - start)
+            acted = [f.time_s for f in hits if f.disruptive]
+            if acted:
+                act.append(acted[0] - start)
+    # A false action is one disruptive verdict per report on a suspect that is not broken.
+    wrong = [f for f in items if f.disruptive and not truth.is_right(f)]
+    false_actions = len({f.time_s for f in wrong}) if per_report_actions else len(wrong)
+    hw = sum(1 for f in items if f.hardware) if truth.imbalance else 0
+    return Quality(
+        named=len(suspects),
+        right=len(right),
+        faulty=len(truth.faulty_ranks),
+        found=found,
+        time_to_detect_s=max(detect) if detect else None,
+        time_to_act_s=max(act) if act else None,
+        false_actions=false_actions,
+        gpu_days=truth.ranks * truth.duration_s / SECONDS_PER_DAY,
+        hardware_actions_on_imbalance=hw,
+    )
+
+
+def combine(runs: Iterable[Quality]) -> Quality:
+    """Micro-average over runs (seeds): counts add up, times take the worst."""
+    rs = list(runs)
+    tts = [q.time_to_detect_s for q in rs if q.time_to_detect_s is not None]
+    tta = [q.time_to_act_s for q in rs if q.time_to_act_s is not None]
+    return Quality(
+        named=sum(q.named for q in rs),
+        right=sum(q.right for q in rs),
+        faulty=sum(q.faulty for q in rs),
+        found=sum(q.found for q in rs),
+        time_to_detect_s=max(tts) if tts else None,
+        time_to_act_s=max(tta) if tta else None,
+        false_actions=sum(q.false_actions for q in rs),
+        gpu_days=sum(q.gpu_days for q in rs),
+        hardware_actions_on_imbalance=sum(q.hardware_actions_on_imbalance for q in rs),
+    )

@@ -1,0 +1,208 @@
+"""Runs a scenario window by window through the real scoring and the real decision core.
+
+Per report window: the simulator's summaries go through ``RealScoring`` (the detector's
+own scoring code) into a ``ScoreReport``; the report joins the job's window of recent
+reports and ``engine.decide`` (the controller's own core) decides. The world answers as
+an ideal actuator would (``ClusterView.with_decisions``): in enforce mode marks appear on
+nodes, in dry-run and observe nothing changes and the would-be actions are recorded.
+The simulated job keeps running on its broken GPU either way (the simulator does not
+model rescheduling), so a ladder can climb to its end.
+
+The same window summaries are also scored with NVRx's rule (``nvrx_rule``), so both
+detectors are judged on identical traces. ``replay`` re-decides on a recorded trace.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from pacekeeper.controller.decisions import Decision, Verdict
+from pacekeeper.controller.engine import decide
+from pacekeeper.controller.observations import (
+    ClusterView,
+    Window,
+    cluster_from_reports,
+    job_view,
+)
+from pacekeeper.controller.policy import DISRUPTIVE_ACTIONS, NODE_ACTIONS, PolicyDocument
+from pacekeeper.controller.simulation.detection import EPOCH, RealScoring
+from pacekeeper.controller.simulation.models import JobSimulator, WindowSummary
+from pacekeeper.controller.simulation.nvrx_rule import (
+    NEMO_RECIPE,
+    NVRX_DEFAULT,
+    NvrxRule,
+    NvrxScorer,
+    flagged,
+)
+from pacekeeper.controller.simulation.quality import Flag, SubjectKind
+from pacekeeper.controller.state import State
+from pacekeeper.detector.score_report import ScoreReport
+
+REPORT_HISTORY = 32
+"""Reports kept in the job's window (the engine needs its persistence and imbalance
+history; older reports only cost time)."""
+
+
+@dataclass
+class RunRecord:
+    """Everything a run produced, for quality scoring, plotting and the CLI."""
+
+    ranks: int
+    gpus_per_node: int
+    window_s: float
+    node_names: list[str]
+    times_s: list[float] = field(default_factory=list)
+    worst_scores: list[np.ndarray] = field(default_factory=list)
+    """Per window, per rank: the lowest score the report carries (NaN: none)."""
+    decisions: list[Decision] = field(default_factory=list)
+    decision_times_s: list[float] = field(default_factory=list)
+    ours: list[Flag] = field(default_factory=list)
+    nvrx: dict[str, list[Flag]] = field(default_factory=dict)
+
+
+def _subject(d: Decision, node_index: dict[str, int]) -> tuple[SubjectKind, int] | None:
+    if d.subject.startswith("rank/"):
+        return SubjectKind.RANK, int(d.subject[5:])
+    node = d.node
+    if node is not None and node in node_index:
+        return SubjectKind.NODE, node_index[node]
+    return None
+
+
+def flags_from_decisions(
+    decisions: Iterable[Decision], time_s: float, node_index: dict[str, int], seen: set[str]
+) -> list[Flag]:
+    """Decisions that name a suspect: acts, and holds carrying a would-be action.
+
+    A would-be action repeated in later reports (dry-run keeps proposing it) counts once,
+    by its action key, so dry-run and enforce count the same actions.
+    """
+    out = []
+    for d in decisions:
+        if d.action is None or d.verdict is Verdict.UNDO:
+            continue
+        subj = _subject(d, node_index)
+        if subj is None:
+            continue
+        disruptive = d.action in DISRUPTIVE_ACTIONS
+        key = d.action_key or f"{d.subject}:{d.action.value}:{time_s}"
+        if disruptive and key in seen:
+            disruptive = False
+        if disruptive:
+            seen.add(key)
+        out.append(
+            Flag(time_s, subj[0], subj[1], disruptive, disruptive and d.action in NODE_ACTIONS)
+        )
+    return out
+
+
+class Replayer:
+    """Feeds reports to the real decision core one at a time, like the operator would."""
+
+    def __init__(self, policy: PolicyDocument) -> None:
+        self.policy = policy
+        self.state = State()
+        self.cluster: ClusterView | None = None
+        self.reports: deque[ScoreReport] = deque(maxlen=REPORT_HISTORY)
+        self._seen: set[str] = set()
+
+    def step(self, report: ScoreReport) -> list[Decision]:
+        self.reports.append(report)
+        if self.cluster is None:
+            self.cluster = cluster_from_reports([report])
+        first = self.reports[0].generated_at - timedelta(seconds=self.reports[0].window_s)
+        jv = job_view(self.reports, started_at=min(first, EPOCH))
+        now = report.generated_at
+        out = decide(Window(jobs=(jv,), cluster=self.cluster), self.state, self.policy, now)
+        self.state = out.next_state
+        self.cluster = self.cluster.with_decisions(out.decisions)
+        return list(out.decisions)
+
+
+def worst_per_rank(report: ScoreReport, ranks: int) -> np.ndarray:
+    out = np.full(ranks, np.nan)
+    for r in report.ranks:
+        w = r.worst_score()
+        if w is not None:
+            out[r.rank] = w
+    return out
+
+
+def run_scenario(
+    sim: JobSimulator,
+    windows: int,
+    policy: PolicyDocument,
+    *,
+    nvrx_rules: tuple[NvrxRule, ...] = (NVRX_DEFAULT, NEMO_RECIPE),
+    trace: IO[str] | None = None,
+    on_window: Callable[[int], None] | None = None,
+) -> RunRecord:
+    layout = sim.layout
+    names = [layout.node_name(n) for n in range(layout.nodes())]
+    rec = RunRecord(layout.ranks, layout.gpus_per_node, sim.p.window_s, names)
+    node_index = {n: i for i, n in enumerate(names)}
+    scoring = RealScoring(layout)
+    replayer = Replayer(policy)
+    nvrx = NvrxScorer()
+    rec.nvrx = {r.name: [] for r in nvrx_rules}
+    for i in range(windows):
+        w: WindowSummary = sim.next_window()
+        report = scoring.report(w)
+        if trace is not None:
+            trace.write(report.to_json() + "\n")
+        t = w.end_s
+        rec.times_s.append(t)
+        rec.worst_scores.append(worst_per_rank(report, layout.ranks))
+        decisions = replayer.step(report)
+        rec.decisions.extend(decisions)
+        rec.decision_times_s.extend([t] * len(decisions))
+        rec.ours.extend(flags_from_decisions(decisions, t, node_index, replayer._seen))
+        ns = nvrx.score(w)
+        for rule in nvrx_rules:
+            hit = np.flatnonzero(flagged(ns, rule))
+            # NeMo's stop_if_detected stops the job on any flag (quality counts one
+            # action per report, see ``score_run(per_report_actions=True)``).
+            rec.nvrx[rule.name].extend(Flag(t, SubjectKind.RANK, int(r), True) for r in hit)
+        if on_window is not None:
+            on_window(i)
+    return rec
+
+
+def read_trace(path: str | Path) -> Iterator[ScoreReport]:
+    """Reports from a JSONL trace (one ScoreReport wire dict per line); a bad line
+    raises naming the file and line."""
+    p = Path(path)
+    with p.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield ScoreReport.from_wire(line)
+            except ValueError as e:
+                raise ValueError(f"{p}:{n}: {e}") from e
+
+
+def replay(reports: Iterable[ScoreReport], policy: PolicyDocument) -> list[tuple[float, Decision]]:
+    """Decide on recorded reports in order; returns (seconds since the first report's
+    window start, decision) for every decision."""
+    rp = Replayer(policy)
+    out: list[tuple[float, Decision]] = []
+    t0 = None
+    for r in reports:
+        if t0 is None:
+            t0 = r.generated_at - timedelta(seconds=r.window_s)
+        for d in rp.step(r):
+            out.append(((r.generated_at - t0).total_seconds(), d))
+    return out
+
+
+def decision_json(t_s: float, d: Decision) -> str:
+    return json.dumps({"timeS": t_s, **d.to_dict()}, default=str)

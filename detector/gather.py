@@ -8,6 +8,7 @@ Without an initialised default group the job is a world of one and nothing is ca
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +37,10 @@ def _dist() -> Any:
 
 
 def is_distributed() -> bool:
-    try:
-        dist = _dist()
-    except ImportError:
+    # A process that never imported torch.distributed cannot have a group: no import
+    # here, so a torch-free job (or one without torch installed) stays torch-free.
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
         return False
     return bool(dist.is_available() and dist.is_initialized())
 

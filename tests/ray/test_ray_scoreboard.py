@@ -78,6 +78,11 @@ def test_four_gloo_ranks_report_through_the_board_across_a_board_kill(
     assert latest.sequence == history[-1].sequence
     assert [r.rank for r in latest.ranks] == [0, 1, 2, 3]
     assert latest.summary.worst_rank == 3
+    assert (
+        latest.ranks[3].section_relative["compute"]
+        < 0.75
+        < latest.ranks[0].section_relative["compute"]
+    )
 
 
 @pytest.mark.parametrize("no_restart", [True, False], ids=["recreated", "restarted-by-ray"])

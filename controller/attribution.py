@@ -1,0 +1,306 @@
+"""Who is slow: one rank, all ranks of a node, the whole job, or the workload itself.
+
+Pure functions on one report (``digest``) and on the job's short history
+(``is_imbalanced``). Only rank and node findings may lead to actions; a job-wide
+slowdown and workload imbalance never lead to hardware (node) actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import assert_never
+
+from pacekeeper.controller.observations import NodeName, Rank
+from pacekeeper.controller.policy import Policy, ScoreKind, ScoreSelector
+from pacekeeper.controller.state import HistoryEntry
+from pacekeeper.detector.score_report import RankScores, ScoreReport
+
+HISTORY_BELOW_CAP = 64
+"""Below-threshold ranks remembered per history entry (more is job-wide anyway)."""
+
+
+class Verdict(StrEnum):
+    """What one report says about the job as a whole."""
+
+    LOCAL = "local"
+    """Zero or more rank/node findings: candidates for the ladder."""
+    JOB_WIDE = "jobWide"
+    STRUCTURAL = "structural"
+    """Too many nodes slow at once to be hardware: the workload's shape."""
+
+
+class Finding(StrEnum):
+    RANK = "rank"
+    """Some ranks of a node are slow, others on it are fine."""
+    NODE = "node"
+    """Every measured rank of a node is slow (and it has more than one)."""
+
+
+@dataclass(slots=True)
+class NodeDigest:
+    ranks: int = 0
+    measured: int = 0
+    unknown: int = 0
+    below: list[int] = field(default_factory=list)
+    min_score: float | None = None
+    pods: list[str] = field(default_factory=list)
+    ray_node_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Digest:
+    """One report reduced to what the engine needs; built in one pass over the ranks."""
+
+    at: datetime
+    sequence: int
+    world_size: int
+    measured: int
+    below: dict[int, float]
+    """Rank -> score, for ranks strictly below ``thresholds.act``."""
+    ok: set[int]
+    """Ranks known to be at or above ``thresholds.act`` (their streaks end)."""
+    unknown: list[int]
+    insufficient: list[int]
+    nodes: dict[NodeName, NodeDigest]
+    node_of: dict[int, NodeName]
+    """Node of each below rank."""
+    pod_of: dict[int, str]
+    """Pod of each below rank (Kubernetes reports)."""
+    listed: int
+    """Ranks listed in the report."""
+    worst_rank: int | None
+    worst_score: float | None
+
+    def node_state(self, node: NodeName, recover: float) -> str:
+        """``recovered`` | ``below`` | ``between`` | ``unknown`` | ``absent``."""
+        nd = self.nodes.get(node)
+        if nd is None or nd.ranks == 0:
+            return "absent"
+        if nd.below:
+            return "below"
+        if nd.unknown or nd.measured == 0 or nd.min_score is None:
+            return "unknown"
+        return "recovered" if nd.min_score >= recover else "between"
+
+    def to_history(self) -> HistoryEntry:
+        worst_below = sorted(self.below, key=lambda r: (self.below[r], r))
+        return HistoryEntry(
+            at=self.at,
+            worst_rank=worst_below[0] if worst_below else None,
+            below=tuple(sorted(worst_below[:HISTORY_BELOW_CAP])),
+        )
+
+
+def score_getter(sel: ScoreSelector) -> Callable[[RankScores], float | None]:
+    match sel.kind:
+        case ScoreKind.GPU_RELATIVE:
+            return lambda r: r.gpu_relative
+        case ScoreKind.GPU_INDIVIDUAL:
+            return lambda r: r.gpu_individual
+        case ScoreKind.SECTION_RELATIVE:
+            name = sel.section or ""
+            return lambda r: r.section_relative.get(name)
+        case ScoreKind.SECTION_INDIVIDUAL:
+            name = sel.section or ""
+            return lambda r: r.section_individual.get(name)
+        case ScoreKind.WORST:
+            return lambda r: r.worst_score()
+        case _:
+            assert_never(sel.kind)
+
+
+def samples_getter(sel: ScoreSelector) -> Callable[[RankScores], int]:
+    match sel.kind:
+        case ScoreKind.GPU_RELATIVE | ScoreKind.GPU_INDIVIDUAL:
+            return lambda r: r.kernel_samples
+        case ScoreKind.SECTION_RELATIVE | ScoreKind.SECTION_INDIVIDUAL:
+            return lambda r: r.section_samples
+        case ScoreKind.WORST:
+            return lambda r: r.kernel_samples + r.section_samples
+        case _:
+            assert_never(sel.kind)
+
+
+def digest(report: ScoreReport, policy: Policy) -> Digest:
+    """Classify every rank of one report against the policy's thresholds.
+
+    A rank without the selected score, or with fewer than ``minSamples`` samples, is
+    Unknown. In a truncated (compact) report an absent rank counts as at or above the
+    threshold only when its node's minimum (over every score kind, so a lower bound of
+    the selected one) is; otherwise it is Unknown too.
+    """
+    get = score_getter(policy.score)
+    samples = samples_getter(policy.score)
+    act = policy.thresholds.act
+    min_samples = policy.persistence.min_samples
+    below: dict[int, float] = {}
+    ok: set[int] = set()
+    unknown: list[int] = []
+    insufficient: list[int] = []
+    nodes: dict[NodeName, NodeDigest] = {}
+    node_of: dict[int, NodeName] = {}
+    pod_of: dict[int, str] = {}
+    worst_rank: int | None = None
+    worst_score: float | None = None
+    for r in report.ranks:
+        node = NodeName(r.node)
+        nd = nodes.get(node)
+        if nd is None:
+            nd = nodes[node] = NodeDigest()
+        nd.ranks += 1
+        if r.pod:
+            nd.pods.append(r.pod)
+        if r.ray_node_id and r.ray_node_id not in nd.ray_node_ids:
+            nd.ray_node_ids.append(r.ray_node_id)
+        s = get(r)
+        if s is None:
+            nd.unknown += 1
+            unknown.append(r.rank)
+            continue
+        if samples(r) < min_samples:
+            nd.unknown += 1
+            insufficient.append(r.rank)
+            continue
+        nd.measured += 1
+        if nd.min_score is None or s < nd.min_score:
+            nd.min_score = s
+        if worst_score is None or s < worst_score:
+            worst_score, worst_rank = s, r.rank
+        if s < act:
+            below[r.rank] = s
+            nd.below.append(r.rank)
+            node_of[r.rank] = node
+            if r.pod:
+                pod_of[r.rank] = r.pod
+        else:
+            ok.add(r.rank)
+    measured = len(below) + len(ok)
+    if report.truncated:
+        _fill_truncated(report, act, ok, nodes)
+    return Digest(
+        at=report.generated_at,
+        sequence=report.sequence,
+        world_size=report.summary.world_size or len(report.ranks),
+        measured=measured,
+        below=below,
+        ok=ok,
+        unknown=unknown,
+        insufficient=insufficient,
+        nodes=nodes,
+        node_of=node_of,
+        pod_of=pod_of,
+        listed=len(report.ranks),
+        worst_rank=worst_rank,
+        worst_score=worst_score,
+    )
+
+
+def _fill_truncated(
+    report: ScoreReport, act: float, ok: set[int], nodes: dict[NodeName, NodeDigest]
+) -> None:
+    for ns in report.summary.nodes:
+        name = NodeName(ns.node)
+        nd = nodes.get(name)
+        if nd is None:
+            nd = nodes[name] = NodeDigest()
+        missing = ns.ranks - nd.ranks
+        if missing <= 0:
+            continue
+        nd.ranks = ns.ranks
+        if ns.min_score is not None and ns.min_score >= act and not nd.below:
+            nd.measured += missing
+            nd.min_score = ns.min_score if nd.min_score is None else min(nd.min_score, ns.min_score)
+        else:
+            nd.unknown += missing
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFinding:
+    node: NodeName
+    kind: Finding
+    ranks: tuple[int, ...]
+    min_score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    verdict: Verdict
+    findings: tuple[NodeFinding, ...]
+    below_fraction: float
+    slow_nodes: int
+    job_nodes: int
+
+
+def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None) -> Attribution:
+    """Attribute the below-threshold ranks of one report.
+
+    ``candidates`` restricts the findings to these ranks (the persistent ones); the
+    job-wide and structural rules always look at every below rank of the report.
+    """
+    cfg = policy.attribution
+    job_nodes = len(d.nodes)
+    below_fraction = len(d.below) / d.measured if d.measured else 0.0
+    slow_nodes = len({d.node_of[r] for r in d.below})
+    if d.measured and below_fraction >= cfg.job_wide_fraction and len(d.below) > 1:
+        return Attribution(Verdict.JOB_WIDE, (), below_fraction, slow_nodes, job_nodes)
+    if (
+        slow_nodes >= cfg.structural_min_nodes
+        and job_nodes
+        and slow_nodes / job_nodes >= cfg.structural_node_fraction
+    ):
+        return Attribution(Verdict.STRUCTURAL, (), below_fraction, slow_nodes, job_nodes)
+    wanted = set(d.below) if candidates is None else set(candidates) & set(d.below)
+    by_node: dict[NodeName, list[int]] = {}
+    for r in wanted:
+        by_node.setdefault(d.node_of[r], []).append(r)
+    findings = []
+    for node, ranks in sorted(by_node.items()):
+        nd = d.nodes[node]
+        whole = nd.measured > 1 and len(nd.below) == nd.measured
+        findings.append(
+            NodeFinding(
+                node=node,
+                kind=Finding.NODE if whole else Finding.RANK,
+                ranks=tuple(sorted(ranks)),
+                min_score=min(d.below[r] for r in ranks),
+            )
+        )
+    findings.sort(key=lambda f: (f.min_score, f.node))
+    return Attribution(Verdict.LOCAL, tuple(findings), below_fraction, slow_nodes, job_nodes)
+
+
+def imbalance_of(
+    history: Sequence[HistoryEntry], ranks: Sequence[int], policy: Policy
+) -> dict[str, float | int] | None:
+    """Evidence that these ranks are workload imbalance, or None when they look like a fault.
+
+    The job counts as imbalanced when the slowest rank keeps moving: at least
+    ``imbalanceMinDistinct`` different slowest ranks in the last ``imbalanceHistory``
+    reports. In such a job a rank is still a fault when it was below the threshold in at
+    least ``imbalanceMinBelowFraction`` of those reports (a slow GPU is slow every time;
+    imbalance moves). A real fault that dominates makes the history settle on it, so the
+    job stops counting as imbalanced within ``imbalanceHistory`` reports.
+    """
+    cfg = policy.attribution
+    recent = list(history[-cfg.imbalance_history :])
+    worsts = {e.worst_rank for e in recent if e.worst_rank is not None}
+    if len(worsts) < cfg.imbalance_min_distinct or not recent:
+        return None
+    best = 0.0
+    for r in ranks:
+        frac = sum(1 for e in recent if r in e.below) / len(recent)
+        best = max(best, frac)
+    if best >= cfg.imbalance_min_below_fraction:
+        return None
+    return {
+        "distinctSlowest": len(worsts),
+        "historyReports": len(recent),
+        "belowFraction": round(best, 3),
+    }
+
+
+def rank_nodes(report: ScoreReport) -> dict[Rank, NodeName]:
+    return {Rank(r.rank): NodeName(r.node) for r in report.ranks}

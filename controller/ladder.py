@@ -1,0 +1,60 @@
+"""The escalation ladder: which step comes next for a persistently slow subject.
+
+notify -> restartRank -> taintNode -> drainNode -> cordonNode; disabled steps are skipped,
+each step waits ``timeoutS`` for an effect, is repeated up to ``maxAttempts`` times, then
+the next enabled step follows. When every rank of a node is slow, restarting one rank
+is pointless and the ladder skips ``restartRank``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pacekeeper.controller.attribution import Finding
+from pacekeeper.controller.policy import LADDER_ORDER, ActionKind, Ladder
+from pacekeeper.controller.state import LadderState
+
+
+@dataclass(frozen=True, slots=True)
+class Take:
+    step: ActionKind
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    step: ActionKind
+    until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Exhausted:
+    step: ActionKind | None
+
+
+Move = Take | Wait | Exhausted
+
+
+def applicable_steps(ladder: Ladder, finding: Finding) -> tuple[ActionKind, ...]:
+    steps: tuple[ActionKind, ...] = ladder.enabled_steps()
+    if finding is Finding.NODE:
+        steps = tuple(s for s in steps if s is not ActionKind.RESTART_RANK)
+    return steps
+
+
+def next_move(state: LadderState | None, ladder: Ladder, finding: Finding, now: datetime) -> Move:
+    """The next move for a subject that is (still) persistently below the threshold."""
+    steps = applicable_steps(ladder, finding)
+    if state is None or state.step is None:
+        return Take(steps[0], 1) if steps else Exhausted(None)
+    current = state.step
+    cfg = ladder.step(current)
+    if state.last_action_at is not None:
+        until = state.last_action_at + timedelta(seconds=cfg.timeout_s)
+        if now < until:
+            return Wait(current, until)
+    if current in steps and state.attempts < cfg.max_attempts:
+        return Take(current, state.attempts + 1)
+    later = [s for s in steps if LADDER_ORDER.index(s) > LADDER_ORDER.index(current)]
+    return Take(later[0], 1) if later else Exhausted(current)

@@ -1,0 +1,189 @@
+"""Everything the core remembers between calls, as serialisable values.
+
+The shell persists ``State`` (per-job parts in the StragglerReport status, cluster parts
+in the controller's own object) and hands it back on the next call, so a restarted
+controller repeats nothing and loses nothing: streaks, ladder positions, attempt
+counters, marks we own, action times (rate limits) and the breaker all live here.
+
+Bounded: streaks exist only for ranks currently below the threshold, history keeps
+``attribution.imbalanceHistory`` reports, stamps only the last hour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
+
+from pacekeeper.controller.observations import JobKey, MarkKind, NodeName, Rank
+from pacekeeper.controller.policy import ActionKind
+
+STATE_VERSION = 1
+
+# camelCase on the wire, like every other object we write into Kubernetes.
+_WIRE = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Streak:
+    """A rank's run of consecutive reports below the act threshold."""
+
+    __pydantic_config__ = _WIRE
+
+    count: int
+    since: datetime
+    node: NodeName
+    """Where the rank ran; a truncated report that omits the rank clears the streak only
+    when this node's minimum is at or above the threshold."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One report, reduced to what imbalance detection needs."""
+
+    __pydantic_config__ = _WIRE
+
+    at: datetime
+    worst_rank: int | None
+    below: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LadderState:
+    """One episode of one job on one node: where on the ladder, how many attempts."""
+
+    __pydantic_config__ = _WIRE
+
+    started_at: datetime
+    step: ActionKind | None = None
+    attempts: int = 0
+    last_action_at: datetime | None = None
+    simulated: bool = False
+    """Progress made in observe/dry-run: never counted once the mode is enforce."""
+    recover_count: int = 0
+    recovering_since: datetime | None = None
+
+    def advanced(self, step: ActionKind, at: datetime, *, simulated: bool) -> LadderState:
+        """The state after taking ``step`` at ``at`` (a repeat counts one more attempt)."""
+        attempts = self.attempts + 1 if step == self.step else 1
+        return replace(
+            self,
+            step=step,
+            attempts=attempts,
+            last_action_at=at,
+            simulated=self.simulated or simulated,
+            recover_count=0,
+            recovering_since=None,
+        )
+
+    def recovering(self, at: datetime) -> LadderState:
+        return replace(
+            self,
+            recover_count=self.recover_count + 1,
+            recovering_since=self.recovering_since or at,
+        )
+
+    def relapsed(self) -> LadderState:
+        return replace(self, recover_count=0, recovering_since=None)
+
+
+@dataclass(frozen=True, slots=True)
+class ActionStamp:
+    __pydantic_config__ = _WIRE
+
+    at: datetime
+    job: JobKey
+    simulated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MarkRecord:
+    """A mark we placed (or, when simulated, would have placed) on a node."""
+
+    __pydantic_config__ = _WIRE
+
+    applied_at: datetime
+    holders: tuple[JobKey, ...]
+    """Jobs whose ladders need the mark; undone when the last one lets go."""
+    policy: str
+    action_key: str
+    seen: bool = False
+    """Observed on the node at least once. A seen mark that disappears was removed by
+    someone else (a human uncordon): we respect that and do not put it back."""
+    simulated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    __pydantic_config__ = _WIRE
+
+    marks: Mapping[MarkKind, MarkRecord] = field(default_factory=dict)
+    cooldown_until: datetime | None = None
+    cooldown_cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    __pydantic_config__ = _WIRE
+
+    first_seen_at: datetime
+    last_report_at: datetime | None = None
+    last_disruptive_at: datetime | None = None
+    """Last restart or drain: reports from the warm-up after it are ignored."""
+    streaks: Mapping[Rank, Streak] = field(default_factory=dict)
+    history: tuple[HistoryEntry, ...] = ()
+    ladders: Mapping[NodeName, LadderState] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    __pydantic_config__ = _WIRE
+
+    nodes: Mapping[NodeName, NodeState] = field(default_factory=dict)
+    stamps: tuple[ActionStamp, ...] = ()
+    """Disruptive actions in the last hour (rate limits)."""
+    breaker_demand: Mapping[str, datetime] = field(default_factory=dict)
+    """Distinct (job, node) subjects that wanted a disruptive action, and when first."""
+    breaker_open_until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    __pydantic_config__ = _WIRE
+
+    jobs: Mapping[JobKey, JobState] = field(default_factory=dict)
+    cluster: ClusterState = ClusterState()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (for CR status or annotations)."""
+        out: dict[str, Any] = _ADAPTER.dump_python(self, mode="json", by_alias=True)
+        out["stateVersion"] = STATE_VERSION
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> State:
+        """Inverse of ``to_dict``; raises ``StateError`` naming the field on bad input."""
+        body = dict(data)
+        version = body.pop("stateVersion", STATE_VERSION)
+        if version != STATE_VERSION:
+            raise StateError(f"stateVersion {version!r} is not {STATE_VERSION}")
+        try:
+            return _ADAPTER.validate_python(body)
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise StateError(f"state.{loc}: {first['msg']}") from e
+
+    def job(self, key: JobKey, now: datetime) -> JobState:
+        return self.jobs.get(key) or JobState(first_seen_at=now)
+
+
+class StateError(ValueError):
+    """Persisted state that cannot be read back; the message names the field."""
+
+
+_ADAPTER: TypeAdapter[State] = TypeAdapter(State)

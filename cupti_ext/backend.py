@@ -44,7 +44,13 @@ class KernelWindow:
     kernels: dict[str, KernelStat] = field(default_factory=dict)
     sections: dict[str, dict[str, KernelStat]] = field(default_factory=dict)
     dropped_records: int = 0
+    """Kernel records lost (CUPTI buffers full, our queues or bounds hit)."""
     records: int = 0
+    """Kernel records timed and attributed to a section in this window."""
+    comm_records: int = 0
+    """Communication kernels seen and left out of ``kernels`` and ``sections``."""
+    unattributed_records: int = 0
+    """Kernel records traced but launched outside every sampled section entry."""
 
 
 @runtime_checkable

@@ -1,0 +1,398 @@
+"""Kernel-timing overhead on a GPU: paired A/B blocks inside one process.
+
+Separate processes per mode differ by about +-10% on these machines, more than the
+effect, so every mode is measured as alternating blocks of steps without (A) and with
+(B) timing inside one process pinned to one core; the figure is the median over pairs
+of B/A. Modes, all in the same run and on the same steps:
+  aa            nothing timed in either block (the method's own noise)
+  bare_cupti    CUPTI CONCURRENT_KERNEL tracing, Python callback only counting records
+  ours_i1       pacekeeper Detector, profiling_interval=1, every entry traced
+  ours_default  pacekeeper Detector with its defaults
+  nvrx          NVRx 0.7.0 Detector.detection_section(profile_cuda=True), interval 1
+Steps: launch-bound (100 x Linear(256), forward and backward) and GEMM-bound
+(4 x bf16 8192^3). Also generate_report time on one rank, ours vs NVRx.
+
+Prints a table and writes JSON to --out (default $OUT, else bench/results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Step = Callable[[], None]
+
+
+def build_steps() -> dict[str, Step]:
+    import torch
+
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(256, 256) for _ in range(100)]
+    model = torch.nn.Sequential(*layers).cuda()
+    x = torch.randn(64, 256, device="cuda")
+
+    def launch_bound() -> None:
+        model.zero_grad(set_to_none=True)
+        model(x).sum().backward()
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+
+    def gemm_bound() -> None:
+        c = a
+        for _ in range(4):
+            c = torch.matmul(a, b)
+        del c
+
+    return {"launch_bound": launch_bound, "gemm_bound": gemm_bound}
+
+
+class Mode:
+    """How a B block runs a step; setup/teardown around the mode's whole measurement."""
+
+    name = "aa"
+
+    def setup(self) -> None:
+        pass
+
+    def block_start(self) -> None:
+        pass
+
+    def block_end(self) -> None:
+        pass
+
+    def wrap(self, step: Step) -> Step:
+        return step
+
+    def teardown(self) -> None:
+        pass
+
+
+class BareCupti(Mode):
+    name = "bare_cupti"
+
+    def setup(self) -> None:
+        from cupti import cupti
+
+        self.c = cupti
+        self.count = 0
+
+        def requested() -> tuple[int, int]:
+            return 1 << 20, 0
+
+        def completed(acts: Any) -> None:
+            self.count += len(acts)
+
+        cupti.activity_register_callbacks(requested, completed)
+
+    def block_start(self) -> None:
+        self.c.activity_enable(self.c.ActivityKind.CONCURRENT_KERNEL)
+
+    def block_end(self) -> None:
+        self.c.activity_disable(self.c.ActivityKind.CONCURRENT_KERNEL)
+
+    def teardown(self) -> None:
+        self.c.activity_flush_all(1)
+        self.c.finalize()
+
+
+class Ours(Mode):
+    def __init__(self, name: str, sample_every: int | None) -> None:
+        self.name = name
+        self.sample_every = sample_every
+
+    def setup(self) -> None:
+        from pacekeeper.detector import Detector
+
+        if self.sample_every is not None:
+            os.environ["PACEKEEPER_KERNEL_SAMPLE_EVERY"] = str(self.sample_every)
+        else:
+            os.environ.pop("PACEKEEPER_KERNEL_SAMPLE_EVERY", None)
+        self.det = Detector
+        if self.sample_every is None:
+            Detector.initialize(report_time_interval=3600, kernel_timing="cupti")
+        else:
+            Detector.initialize(
+                report_time_interval=3600, profiling_interval=1, kernel_timing="cupti"
+            )
+        assert Detector.kernel_timing_backend() == "cupti", Detector.kernel_timing_backend()
+
+    def wrap(self, step: Step) -> Step:
+        section = self.det.detection_section
+
+        def wrapped() -> None:
+            with section("step", profile_cuda=True):
+                step()
+
+        return wrapped
+
+    def teardown(self) -> None:
+        self.det.shutdown()
+        os.environ.pop("PACEKEEPER_KERNEL_SAMPLE_EVERY", None)
+
+
+class Nvrx(Mode):
+    name = "nvrx"
+
+    def setup(self) -> None:
+        from nvidia_resiliency_ext.attribution import straggler
+
+        self.det = straggler.Detector
+        self.det.initialize(report_time_interval=3600, profiling_interval=1)
+
+    def wrap(self, step: Step) -> Step:
+        section = self.det.detection_section
+
+        def wrapped() -> None:
+            with section("step", profile_cuda=True):
+                step()
+
+        return wrapped
+
+    def teardown(self) -> None:
+        self.det.shutdown()
+
+
+def run_block(step: Step, steps: int) -> float:
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / steps
+
+
+def measure(mode: Mode, step: Step, pairs: int, block: int) -> dict[str, Any]:
+    timed = mode.wrap(step)
+    a_times: list[float] = []
+    b_times: list[float] = []
+
+    def run_b() -> float:
+        mode.block_start()
+        try:
+            return run_block(timed, block)
+        finally:
+            mode.block_end()
+
+    run_block(step, block // 2)  # warm both paths
+    run_b()
+    for i in range(pairs):
+        # ABBA ordering cancels a slow drift within a pair.
+        if i % 2 == 0:
+            a_times.append(run_block(step, block))
+            b_times.append(run_b())
+        else:
+            b_times.append(run_b())
+            a_times.append(run_block(step, block))
+    ratios = np.array(b_times) / np.array(a_times)
+    return {
+        "a_step_ms_median": statistics.median(a_times) * 1e3,
+        "b_step_ms_median": statistics.median(b_times) * 1e3,
+        "ratio_median": float(np.median(ratios)),
+        "ratio_p25": float(np.percentile(ratios, 25)),
+        "ratio_p75": float(np.percentile(ratios, 75)),
+        "added_step_us_median": float(np.median(np.array(b_times) - np.array(a_times)) * 1e6),
+    }
+
+
+def kernels_per_step(step: Step, steps: int = 20) -> float:
+    """Kernel launches per step, counted with bare CUPTI tracing."""
+    import torch
+
+    mode = BareCupti()
+    mode.setup()
+    torch.cuda.synchronize()
+    mode.block_start()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    mode.block_end()
+    mode.c.activity_flush_all(1)
+    n = mode.count / steps
+    mode.teardown()
+    return n
+
+
+def report_times(det: Any, step: Step, section_kw: dict[str, Any], repeats: int) -> dict[str, Any]:
+    """generate_report on one rank after 40 traced steps, repeated; first and warm."""
+    import torch
+
+    times = []
+    for _ in range(repeats):
+        for _ in range(40):
+            with det.detection_section("step", **section_kw):
+                step()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        report = det.generate_report()
+        times.append((time.perf_counter() - t0) * 1e3)
+    kernels = len(getattr(report, "local_kernel_summaries", {}) or {})
+    return {
+        "first_ms": times[0],
+        "warm_ms_median": statistics.median(times[1:]),
+        "warm_ms_min": min(times[1:]),
+        "kernel_keys_in_report": kernels,
+        "gpu_scores": dict(getattr(report, "gpu_relative_perf_scores", {}) or {}),
+    }
+
+
+def bench_reports(step: Step, repeats: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, mode in (("ours_i1", Ours("ours_i1", 1)), ("ours_default", Ours("od", None))):
+        try:
+            mode.setup()
+            out[name] = report_times(mode.det, step, {"profile_cuda": True}, repeats)
+        except Exception:
+            out[name] = {"error": traceback.format_exc(limit=3)}
+        finally:
+            with contextlib.suppress(Exception):
+                mode.teardown()
+    nvrx = Nvrx()
+    try:
+        nvrx.setup()
+        out["nvrx"] = report_times(nvrx.det, step, {"profile_cuda": True}, repeats)
+    except Exception:
+        out["nvrx"] = {"error": traceback.format_exc(limit=3)}
+    finally:
+        with contextlib.suppress(Exception):
+            nvrx.teardown()
+    return out
+
+
+@contextlib.contextmanager
+def single_rank_group() -> Iterator[None]:
+    import torch
+    import torch.distributed as dist
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29511")
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=25)
+    ap.add_argument("--block", type=int, default=40)
+    ap.add_argument("--core", type=int, default=2)
+    ap.add_argument("--report-repeats", type=int, default=12)
+    ap.add_argument("--workloads", default="launch_bound,gemm_bound")
+    ap.add_argument("--modes", default="aa,bare_cupti,ours_i1,ours_default,nvrx")
+    ap.add_argument(
+        "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
+    )
+    args = ap.parse_args(argv)
+    import torch
+
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setaffinity(0, {args.core})
+    torch.set_num_threads(1)
+    steps = build_steps()
+    modes: dict[str, Callable[[], Mode]] = {
+        "aa": Mode,
+        "bare_cupti": BareCupti,
+        "ours_i1": lambda: Ours("ours_i1", 1),
+        "ours_default": lambda: Ours("ours_default", None),
+        "nvrx": Nvrx,
+    }
+    from pacekeeper.cupti_ext.cupti_backend import DEFAULT_SAMPLE_EVERY
+
+    result: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "machine": {
+            "gpu": torch.cuda.get_device_name(0),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "python": platform.python_version(),
+            "host_cores": os.cpu_count(),
+            "pinned_core": args.core,
+        },
+        "method": {"pairs": args.pairs, "block_steps": args.block, "order": "ABBA"},
+        "ours_default_sample_every": DEFAULT_SAMPLE_EVERY,
+        "workloads": {},
+    }
+    with single_rank_group():
+        for wname in args.workloads.split(","):
+            step = steps[wname]
+            for _ in range(10):
+                step()
+            kps = kernels_per_step(step)
+            wres: dict[str, Any] = {"kernels_per_step": kps, "modes": {}}
+            for mname in args.modes.split(","):
+                mode = modes[mname]()
+                try:
+                    mode.setup()
+                    r = measure(mode, step, args.pairs, args.block)
+                    r["added_per_kernel_us"] = r["added_step_us_median"] / kps if kps else None
+                    wres["modes"][mname] = r
+                except Exception:
+                    wres["modes"][mname] = {"error": traceback.format_exc(limit=4)}
+                finally:
+                    with contextlib.suppress(Exception):
+                        mode.teardown()
+                print(wname, mname, json.dumps(wres["modes"][mname]), flush=True)
+                result["workloads"][wname] = wres
+                save(result, args.out)
+        result["generate_report"] = bench_reports(steps["launch_bound"], args.report_repeats)
+
+    save(result, args.out)
+    print_table(result)
+    return 0
+
+
+def save(result: dict[str, Any], out_dir: str) -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_overhead.json").write_text(json.dumps(result, indent=2, default=str))
+
+
+def print_table(result: dict[str, Any]) -> None:
+    m = result["machine"]
+    print(f"\n{result['date']}  {m['gpu']}  torch {m['torch']}  core {m['pinned_core']}")
+    print(
+        f"{'workload':14} {'mode':13} {'A ms':>8} {'B/A med':>8} {'p25':>6} {'p75':>6} "
+        f"{'+us/step':>9} {'+us/kernel':>10}"
+    )
+    for wname, w in result["workloads"].items():
+        for mname, r in w["modes"].items():
+            if "error" in r:
+                print(f"{wname:14} {mname:13} ERROR {r['error'].splitlines()[-1]}")
+                continue
+            per_k = r.get("added_per_kernel_us")
+            print(
+                f"{wname:14} {mname:13} {r['a_step_ms_median']:8.3f} {r['ratio_median']:8.4f} "
+                f"{r['ratio_p25']:6.3f} {r['ratio_p75']:6.3f} {r['added_step_us_median']:9.1f} "
+                f"{per_k if per_k is None else round(per_k, 3)!s:>10}"
+            )
+        print(f"{wname:14} kernels/step {w['kernels_per_step']:.1f}")
+    print("\ngenerate_report on one rank (ms):")
+    for name, r in result["generate_report"].items():
+        if "error" in r:
+            print(f"  {name:13} ERROR {r['error'].splitlines()[-1]}")
+        else:
+            print(
+                f"  {name:13} first {r['first_ms']:7.3f}  warm median {r['warm_ms_median']:7.3f}"
+                f"  min {r['warm_ms_min']:7.3f}  kernel keys {r['kernel_keys_in_report']}"
+            )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Which section launched a kernel: correlation-id intervals bounded by section markers.
+
+CUPTI gives every driver/runtime API call a correlation id from one process-wide,
+increasing counter, and stamps each kernel record with the id of the call that launched
+it. On section entry and exit the backend makes one cheap, traced driver call (the
+marker) while an external correlation id naming the entry is pushed; CUPTI then emits an
+EXTERNAL_CORRELATION record tying that id to the marker call's correlation id. So each
+section entry becomes a correlation-id interval ``(start, stop)``, and a kernel belongs to
+the entry whose interval contains its correlation id: a kernel launched outside a section
+(or in a section whose entry was not sampled) never counts.
+
+External ids pack ``serial << 17 | section << 1 | is_stop``; serials count entries.
+Nothing here touches CUPTI: the book is fed decoded arrays, so it is tested on the CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+U32 = npt.NDArray[np.uint32]
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
+
+MAX_SECTION_ID = (1 << 16) - 1
+"""Section ids fit in 16 bits; this last id is shared by sections beyond the limit."""
+
+
+def encode_external_id(serial: int, section_id: int, is_stop: bool) -> int:
+    return (serial << 17) | (section_id << 1) | int(is_stop)
+
+
+def decode_external_ids(ids: U64) -> tuple[I64, I64, Mask]:
+    """(serial, section id, is_stop) of each packed external id."""
+    ids = ids.astype(np.uint64)
+    serial = (ids >> np.uint64(17)).astype(np.int64)
+    section = ((ids >> np.uint64(1)) & np.uint64(MAX_SECTION_ID)).astype(np.int64)
+    is_stop = (ids & np.uint64(1)).astype(np.bool_)
+    return serial, section, is_stop
+
+
+@dataclass(slots=True)
+class Assignment:
+    """Result of attributing a batch of kernels."""
+
+    sections: dict[int, Mask]
+    """Section id -> which kernels ran inside one of its entries."""
+    any_section: Mask
+    pending: Mask
+    """Kernels that may belong to an entry whose exit marker has not arrived yet."""
+
+
+@dataclass(slots=True)
+class _Intervals:
+    starts: list[int] = field(default_factory=list)
+    stops: list[int] = field(default_factory=list)
+
+
+class MarkerBook:
+    """Section entries as correlation-id intervals; bounded, one owner thread."""
+
+    def __init__(self, max_open: int = 65536, max_closed: int = 1 << 20) -> None:
+        self.max_open = max_open
+        self.max_closed = max_closed
+        self._open: dict[int, tuple[int, int]] = {}  # serial -> (section, start corr)
+        self._early_stops: dict[int, int] = {}  # serial -> stop corr, start not seen yet
+        self._closed: dict[int, _Intervals] = {}
+        self._retiring: dict[int, _Intervals] = {}
+        self._closed_count = 0
+        self._stale: set[int] = set()
+        self.lost_markers = 0
+        """Markers dropped because a bound was hit (their kernels count as unattributed)."""
+
+    def add(self, external_ids: U64, correlation_ids: U32) -> None:
+        """Record markers (external id -> the marker call's correlation id)."""
+        if len(external_ids) == 0:
+            return
+        serial, section, is_stop = decode_external_ids(external_ids)
+        corr = correlation_ids.astype(np.int64)
+        order = np.argsort(serial * 2 + is_stop, kind="stable")
+        for s, sec, stop, c in zip(
+            serial[order].tolist(),
+            section[order].tolist(),
+            is_stop[order].tolist(),
+            corr[order].tolist(),
+            strict=True,
+        ):
+            if not stop:
+                early = self._early_stops.pop(s, None)
+                if early is not None:
+                    self._close(sec, c, early)
+                elif len(self._open) < self.max_open:
+                    self._open[s] = (sec, c)
+                else:
+                    self.lost_markers += 1
+                continue
+            opened = self._open.pop(s, None)
+            if opened is not None:
+                self._close(opened[0], opened[1], c)
+            elif len(self._early_stops) < self.max_open:
+                self._early_stops[s] = c
+            else:
+                self.lost_markers += 1
+
+    def _close(self, section: int, start: int, stop: int) -> None:
+        if self._closed_count >= self.max_closed:
+            self.lost_markers += 1
+            return
+        iv = self._closed.setdefault(section, _Intervals())
+        iv.starts.append(start)
+        iv.stops.append(stop)
+        self._closed_count += 1
+
+    def retire(self) -> None:
+        """Forget entries closed before the previous call (their kernels have arrived)."""
+        self._retiring = self._closed
+        self._closed = {}
+        self._closed_count = 0
+        # An entry open across two retires lost its exit marker (or never exits): drop it,
+        # so it cannot hold every later kernel pending.
+        for serial in self._stale & self._open.keys():
+            del self._open[serial]
+            self.lost_markers += 1
+        for serial in self._stale & self._early_stops.keys():
+            del self._early_stops[serial]
+            self.lost_markers += 1
+        self._stale = set(self._open) | set(self._early_stops)
+
+    @property
+    def open_entries(self) -> int:
+        return len(self._open)
+
+    def assign(self, correlation_ids: U32) -> Assignment:
+        corr = correlation_ids.astype(np.int64)
+        n = len(corr)
+        any_section = np.zeros(n, np.bool_)
+        sections: dict[int, Mask] = {}
+        for book in (self._retiring, self._closed):
+            for sec, iv in book.items():
+                inside = _inside(corr, iv)
+                if inside.any():
+                    prev = sections.get(sec)
+                    sections[sec] = inside if prev is None else (prev | inside)
+                    any_section |= inside
+        pending = np.zeros(n, np.bool_)
+        if self._open:
+            first_open = min(c for _, c in self._open.values())
+            pending = corr > first_open
+        elif self._early_stops:
+            pending = corr < max(self._early_stops.values())
+        # A kernel still waiting for a marker is counted once, when it is resolved.
+        if pending.any():
+            for sec in sections:
+                sections[sec] &= ~pending
+            any_section &= ~pending
+        return Assignment(sections=sections, any_section=any_section, pending=pending)
+
+
+def _inside(corr: I64, iv: _Intervals) -> Mask:
+    starts = np.asarray(iv.starts, np.int64)
+    stops = np.asarray(iv.stops, np.int64)
+    order = np.argsort(starts, kind="stable")
+    starts, stops = starts[order], stops[order]
+    # Nested entries of one section (recursion) merge into their enclosing interval.
+    stops = np.maximum.accumulate(stops)
+    idx = np.searchsorted(starts, corr, side="right") - 1
+    ok = idx >= 0
+    inside = np.zeros(len(corr), np.bool_)
+    inside[ok] = corr[ok] < stops[idx[ok]]
+    return inside

@@ -1,0 +1,488 @@
+"""Kernel timing with CUPTI's activity API through cupti-python (imported lazily).
+
+Hot path (training thread), per sampled outermost section entry:
+  start: enable CONCURRENT_KERNEL records, then a marker (push external id, one traced
+         driver call, pop); nested entries add only a marker.
+  stop:  a marker, then (outermost) disable CONCURRENT_KERNEL records.
+So kernels launched outside sampled sections are never traced (CUPTI's tracing is the
+expensive part, ~1.5-2 us per kernel), and attribution is exact (see attribution.py).
+
+Buffers arrive on CUPTI's own thread (or inside ``collect``'s flush); each is decoded in
+bulk (records.py) and folded into bounded per-key statistics right away, so a report
+only reads summaries. Failures are logged once per cause, counted, and never raised into
+the training loop.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .attribution import MAX_SECTION_ID, MarkerBook, decode_external_ids, encode_external_id
+from .backend import KernelStat, KernelWindow
+from .kernel_keys import KernelKeyTable, comm_pattern_from_env
+from .kernel_stats import RingStats
+from .records import (
+    DecodedBuffer,
+    KernelBatch,
+    RecordLayout,
+    decode_addresses,
+    record_addresses,
+)
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_EVERY_ENV = "PACEKEEPER_KERNEL_SAMPLE_EVERY"
+DEFAULT_SAMPLE_EVERY = 32
+"""Trace kernels in one of this many outermost section entries (see docs/kernel-timing.md
+for the measured overhead and the detection quality behind the choice)."""
+
+INJECTION_ENV = ("CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID", "NV_NSIGHT_INJECTION")
+OTHER_SECTION = "<other>"
+_KEY_STRIDE = 1 << 32
+_MARKER_CANDIDATES = ("cuDriverGetVersion", "cuDeviceGetCount")
+
+
+class CuptiUnavailable(RuntimeError):
+    """CUPTI cannot be used here; the message says why (shown as the selection reason)."""
+
+
+class CuptiConflict(CuptiUnavailable):
+    """Another tool holds CUPTI (Nsight Systems, an injected profiler)."""
+
+
+def load_cupti() -> Any:
+    """The ``cupti.cupti`` module, or ``CuptiUnavailable`` naming the reason."""
+    try:
+        from cupti import cupti
+    except ImportError as e:
+        raise CuptiUnavailable(f"cupti-python is not installed ({e})") from e
+    except OSError as e:
+        raise CuptiUnavailable(f"cupti-python cannot load libcupti ({e})") from e
+    return cupti
+
+
+def injected_tool(environ: dict[str, str] | None = None) -> str | None:
+    """The env variable showing a CUPTI-based tool injected into this process, if any."""
+    env = os.environ if environ is None else environ
+    for name in INJECTION_ENV:
+        if env.get(name):
+            return name
+    return None
+
+
+def sample_every_from_env(environ: dict[str, str] | None = None) -> int:
+    raw = (os.environ if environ is None else environ).get(SAMPLE_EVERY_ENV, "").strip()
+    if not raw:
+        return DEFAULT_SAMPLE_EVERY
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{SAMPLE_EVERY_ENV}={raw!r} is not an integer") from None
+    if value < 1:
+        raise ValueError(f"{SAMPLE_EVERY_ENV}={value} must be >= 1")
+    return value
+
+
+class CuptiBackend:
+    """CUPTI activity-API backend; one per process (CUPTI's activity API is global)."""
+
+    name = "cupti"
+
+    def __init__(
+        self,
+        *,
+        sample_every: int | None = None,
+        buffer_size: int = 1 << 20,
+        ring: int = 256,
+        max_keys: int = 1024,
+        max_section_groups: int = 8192,
+        max_pending_records: int = 1 << 20,
+        bucket_shapes: bool = True,
+        comm_pattern: Any = None,
+        cupti_module: Any = None,
+    ) -> None:
+        self.sample_every = sample_every_from_env() if sample_every is None else sample_every
+        if self.sample_every < 1:
+            raise ValueError(f"sample_every={self.sample_every} must be >= 1")
+        tool = injected_tool()
+        if tool is not None:
+            raise CuptiConflict(f"another CUPTI tool is injected ({tool} is set)")
+        self._c = load_cupti() if cupti_module is None else cupti_module
+        c = self._c
+        self._layout = RecordLayout.from_cupti(c)
+        self._kernel_kind = c.ActivityKind.CONCURRENT_KERNEL
+        self._ext_kind = int(c.ExternalCorrelationKind.CUSTOM2)  # CUSTOM0/1 are Kineto's
+        self._buffer_size = buffer_size
+        self._max_pending = max_pending_records
+        self._lock = threading.Lock()
+        self._keys = KernelKeyTable(
+            max_keys,
+            bucket_shapes=bucket_shapes,
+            comm_pattern=comm_pattern if comm_pattern is not None else comm_pattern_from_env(),
+        )
+        self._book = MarkerBook()
+        self._global = RingStats(ring)
+        self._per_section = RingStats(ring, max_groups=max_section_groups)
+        self._pending: KernelBatch | None = None
+        self._section_ids: dict[str, int] = {}
+        self._section_names: list[str] = []
+        # hot-path state (training thread)
+        self._depth = 0
+        self._entries = 0
+        self._serial = 0
+        self._active = False
+        self._stack: list[tuple[int, int]] = []
+        self._paused = False
+        self._closed = False
+        # window counters (guarded by _lock)
+        self._records = 0
+        self._comm = 0
+        self._unattributed = 0
+        self._dropped = 0
+        self._incomplete = 0
+        self._received = 0
+        self._markers_sent = 0
+        self._probe_seen = False
+        self._failures: dict[str, int] = {}
+        self._dropped_count = ctypes.c_size_t(0)
+        self._profiler_enabled = _torch_profiler_probe()
+        self._marker, self._marker_cbid = self._pick_marker()
+
+    # --- CUPTI attach / detach -----------------------------------------------------
+
+    def _buffer_requested(self) -> tuple[int, int]:
+        return self._buffer_size, 0
+
+    def _attach(self) -> None:
+        c = self._c
+        c.activity_register_callbacks(self._buffer_requested, self._on_buffer)
+        c.activity_enable(c.ActivityKind.EXTERNAL_CORRELATION)
+
+    def _pick_marker(self) -> tuple[Callable[[], Any], int]:
+        """Attach, and find a driver call CUPTI traces that we can use as the marker."""
+        c = self._c
+        try:
+            libcuda = ctypes.CDLL("libcuda.so.1")
+            self._attach()
+        except Exception as e:
+            raise CuptiUnavailable(f"CUPTI activity API unavailable: {e}") from e
+        value = ctypes.c_int(0)
+        for fname in _MARKER_CANDIDATES:
+            cbid = int(getattr(c.driver_api_trace_cbid, fname))
+            fn = getattr(libcuda, fname)
+            fn.argtypes = [ctypes.POINTER(ctypes.c_int)]
+            fn.restype = ctypes.c_int
+            arg = ctypes.byref(value)
+
+            def call(fn: Any = fn, arg: Any = arg) -> Any:
+                return fn(arg)
+
+            try:
+                c.activity_enable_driver_api(cbid, 1)
+                kind = self._ext_kind
+                c.activity_push_external_correlation_id(kind, encode_external_id(0, 0, False))
+                call()
+                c.activity_pop_external_correlation_id(kind)
+                c.activity_flush_all(0)
+            except Exception as e:
+                self._release()
+                raise CuptiUnavailable(f"CUPTI activity API unavailable: {e}") from e
+            if self._probe_seen:
+                logger.debug("CUPTI section marker chosen", extra={"marker": fname})
+                return call, cbid
+            c.activity_enable_driver_api(cbid, 0)
+        self._release()
+        raise CuptiUnavailable("CUPTI did not trace a section marker call (no driver API records)")
+
+    def _release(self) -> None:
+        c = self._c
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("flush", lambda: c.activity_flush_all(1)),
+            ("disable kernels", lambda: c.activity_disable(self._kernel_kind)),
+            (
+                "disable external correlation",
+                lambda: c.activity_disable(c.ActivityKind.EXTERNAL_CORRELATION),
+            ),
+        ]
+        cbid = getattr(self, "_marker_cbid", None)
+        if cbid is not None:
+            steps.append(("disable marker", lambda: c.activity_enable_driver_api(cbid, 0)))
+        steps.append(("finalize", c.finalize))
+        for what, step in steps:
+            try:
+                step()
+            except Exception as e:
+                logger.debug("CUPTI release step failed", extra={"step": what, "error": repr(e)})
+
+    # --- hot path --------------------------------------------------------------------
+
+    def _mark(self, external_id: int) -> None:
+        c = self._c
+        c.activity_push_external_correlation_id(self._ext_kind, external_id)
+        try:
+            self._marker()
+        finally:
+            c.activity_pop_external_correlation_id(self._ext_kind)
+        self._markers_sent += 1
+
+    def _section_id(self, section: str) -> int:
+        sid = self._section_ids.get(section)
+        if sid is None:
+            if len(self._section_names) >= MAX_SECTION_ID:
+                return MAX_SECTION_ID
+            sid = len(self._section_names)
+            self._section_names.append(section)
+            self._section_ids[section] = sid
+        return sid
+
+    def _profiler_busy(self) -> bool:
+        probe = self._profiler_enabled
+        busy = probe is not None and bool(probe())
+        if busy:
+            if not self._paused:
+                self._paused = True
+                logger.warning(
+                    "CUPTI in use by torch.profiler: kernel timing paused until it stops"
+                )
+            return True
+        if self._paused:
+            # The profiler registered its own buffer callbacks; take them back.
+            self._attach()
+            self._c.activity_enable_driver_api(self._marker_cbid, 1)
+            self._paused = False
+            logger.warning("torch.profiler stopped: kernel timing resumed")
+        return False
+
+    def start(self, section: str) -> None:
+        try:
+            depth = self._depth
+            self._depth = depth + 1
+            if depth == 0:
+                self._entries += 1
+                self._active = False
+                if self._closed or (self._entries - 1) % self.sample_every:
+                    return
+                if self._profiler_busy():
+                    return
+                self._c.activity_enable(self._kernel_kind)
+                self._active = True
+            elif not self._active:
+                return
+            self._serial += 1
+            sid = self._section_id(section)
+            self._stack.append((self._serial, sid))
+            self._mark(encode_external_id(self._serial, sid, False))
+        except Exception as e:
+            self._active = False
+            self._fail("start", e)
+
+    def stop(self, section: str) -> None:
+        try:
+            if self._depth == 0:
+                return
+            self._depth -= 1
+            if not self._active:
+                return
+            if self._stack:
+                serial, sid = self._stack.pop()
+                self._mark(encode_external_id(serial, sid, True))
+            if self._depth == 0:
+                self._active = False
+                self._c.activity_disable(self._kernel_kind)
+        except Exception as e:
+            self._active = False
+            self._fail("stop", e)
+
+    # --- buffer processing (CUPTI's thread, or collect's flush) --------------------------
+
+    def _on_buffer(self, activities: Sequence[Any]) -> None:
+        try:
+            n = len(activities)
+            if n == 0:
+                return
+            decoded = decode_addresses(record_addresses(activities), self._layout)
+            with self._lock:
+                self._received += n
+                self._process(decoded)
+        except Exception as e:
+            self._fail("buffer", e)
+
+    def _process(self, dec: DecodedBuffer) -> None:
+        ours = dec.external_kind == self._ext_kind
+        ext_ids = dec.external_id[ours]
+        corr = dec.external_correlation_id[ours]
+        serial, _, _ = decode_external_ids(ext_ids)
+        probe = serial == 0
+        if probe.any():
+            self._probe_seen = True
+            ext_ids, corr = ext_ids[~probe], corr[~probe]
+        self._book.add(ext_ids, corr)
+        self._incomplete += dec.incomplete
+        k = dec.kernels if self._pending is None else concat_kernels(self._pending, dec.kernels)
+        self._pending = None
+        if len(k.correlation_id) == 0:
+            return
+        asg = self._book.assign(k.correlation_id)
+        if asg.pending.any():
+            held = select(k, asg.pending)
+            over = len(held.correlation_id) - self._max_pending
+            if over > 0:
+                self._dropped += over
+                held = select(held, np.arange(len(held.correlation_id)) >= over)
+            self._pending = held
+        resolved = ~asg.pending
+        kid = self._keys.lookup(k.name_ptr[resolved], k.threads[resolved])
+        dur = k.duration_ns[resolved].astype(np.float64)
+        comm = self._keys.is_comm(kid)
+        inside = asg.any_section[resolved]
+        self._comm += int(np.count_nonzero(inside & comm))
+        self._unattributed += int(np.count_nonzero(~inside))
+        use = inside & ~comm
+        self._records += int(np.count_nonzero(use))
+        self._global.add(kid[use], dur[use])
+        for sid, mask in asg.sections.items():
+            m = mask[resolved] & ~comm
+            if m.any():
+                self._per_section.add(sid * _KEY_STRIDE + kid[m], dur[m])
+
+    # --- report time -------------------------------------------------------------------
+
+    def _cupti_dropped(self) -> int:
+        try:
+            self._dropped_count.value = 0
+            self._c.activity_get_num_dropped_records(0, 0, ctypes.addressof(self._dropped_count))
+            return int(self._dropped_count.value)
+        except Exception as e:
+            self._fail("dropped", e)
+            return 0
+
+    def collect(self) -> KernelWindow:
+        try:
+            if not self._closed and not self._paused:
+                self._c.activity_flush_all(0)
+            cupti_dropped = 0 if self._closed else self._cupti_dropped()
+            with self._lock:
+                window = self._window(cupti_dropped)
+                self._check_conflict()
+                self._reset_window()
+            if window.dropped_records:
+                logger.warning("kernel records dropped", extra={"dropped": window.dropped_records})
+            return window
+        except Exception as e:
+            self._fail("collect", e)
+            return KernelWindow()
+
+    def _window(self, cupti_dropped: int) -> KernelWindow:
+        keys = self._keys.keys
+        kernels = {keys[k]: s for k, s in self._global.snapshot().items()}
+        sections: dict[str, dict[str, KernelStat]] = {}
+        for group, stat in self._per_section.snapshot().items():
+            sid, kid = divmod(group, _KEY_STRIDE)
+            name = self._section_names[sid] if sid < len(self._section_names) else OTHER_SECTION
+            sections.setdefault(name, {})[keys[kid]] = stat
+        return KernelWindow(
+            kernels=kernels,
+            sections=sections,
+            dropped_records=self._dropped + cupti_dropped + self._per_section.refused,
+            records=self._records,
+            comm_records=self._comm,
+            unattributed_records=self._unattributed,
+        )
+
+    def _check_conflict(self) -> None:
+        if self._markers_sent and not self._received and not self._paused:
+            # Markers always produce records; none arrived, so another tool registered
+            # its own buffer callbacks over ours. Take them back once per window.
+            self._failures["conflict"] = self._failures.get("conflict", 0) + 1
+            if self._failures["conflict"] == 1:
+                logger.warning("CUPTI records went to another tool; re-attaching kernel timing")
+            try:
+                self._attach()
+            except Exception as e:
+                self._fail("reattach", e)
+
+    def _reset_window(self) -> None:
+        self._global.reset()
+        self._per_section.reset()
+        self._book.retire()
+        self._records = self._comm = self._unattributed = 0
+        self._dropped = self._incomplete = self._received = self._markers_sent = 0
+
+    def shutdown(self) -> None:
+        """Flush, disable our activity kinds and detach CUPTI so another tool can attach."""
+        if self._closed:
+            return
+        self._closed = True
+        self._active = False
+        self._release()
+
+    # --- failures ------------------------------------------------------------------------
+
+    def _fail(self, where: str, error: BaseException) -> None:
+        n = self._failures.get(where, 0) + 1
+        self._failures[where] = n
+        if n == 1:
+            logger.warning(
+                "kernel timing failed; continuing without it here",
+                extra={"where": where, "error": repr(error)},
+            )
+
+    def kernel_names(self) -> dict[str, str]:
+        """Kernel key -> full demangled kernel name, for every key seen so far."""
+        with self._lock:
+            return dict(zip(self._keys.keys, self._keys.full_names, strict=True))
+
+    @property
+    def paused(self) -> bool:
+        """True while another tool (torch.profiler) holds CUPTI."""
+        return self._paused
+
+    @property
+    def failures(self) -> dict[str, int]:
+        """Internal failures by cause since start (each logged once)."""
+        return dict(self._failures)
+
+
+def select(k: KernelBatch, mask: Any) -> KernelBatch:
+    return KernelBatch(
+        correlation_id=k.correlation_id[mask],
+        duration_ns=k.duration_ns[mask],
+        name_ptr=k.name_ptr[mask],
+        threads=k.threads[mask],
+    )
+
+
+def concat_kernels(a: KernelBatch, b: KernelBatch) -> KernelBatch:
+    return KernelBatch(
+        correlation_id=np.concatenate([a.correlation_id, b.correlation_id]),
+        duration_ns=np.concatenate([a.duration_ns, b.duration_ns]),
+        name_ptr=np.concatenate([a.name_ptr, b.name_ptr]),
+        threads=np.concatenate([a.threads, b.threads]),
+    )
+
+
+def _torch_profiler_probe() -> Callable[[], bool] | None:
+    """A cheap check for an active torch profiler (Kineto holds CUPTI while it runs)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    probe = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
+    return probe if callable(probe) else None
+
+
+__all__ = [
+    "DEFAULT_SAMPLE_EVERY",
+    "CuptiBackend",
+    "CuptiConflict",
+    "CuptiUnavailable",
+    "injected_tool",
+    "load_cupti",
+]

@@ -1,0 +1,190 @@
+"""The CUPTI backend on a real GPU: counts, names, attribution, sampling, conflicts."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+import torch
+from workloads import add_kernels, fill_kernels, mul_kernels
+
+from pacekeeper.cupti_ext import CuptiBackend, KernelWindow
+
+STEPS = 20
+
+
+@pytest.fixture
+def x() -> torch.Tensor:
+    t = torch.randn(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    return t
+
+
+@pytest.fixture
+def backend() -> Iterator[CuptiBackend]:
+    b = CuptiBackend(sample_every=1)
+    yield b
+    b.shutdown()
+
+
+def counts_by_name(backend: CuptiBackend, stats: dict[str, object]) -> dict[str, int]:
+    names = backend.kernel_names()
+    out: Counter[str] = Counter()
+    for key, stat in stats.items():
+        out[names[key]] += stat.num  # type: ignore[attr-defined]
+    return dict(out)
+
+
+def kind_of(name: str) -> str:
+    for kind in ("add", "mul", "fill"):
+        if re.search(kind, name, re.IGNORECASE):
+            return kind
+    return name
+
+
+def collect(backend: CuptiBackend) -> KernelWindow:
+    torch.cuda.synchronize()
+    return backend.collect()
+
+
+def test_kernel_counts_and_names_match_what_torch_launched(backend, x):
+    for _ in range(STEPS):
+        backend.start("step")
+        add_kernels(x, 7)
+        mul_kernels(x, 5)
+        fill_kernels(x, 3)
+        backend.stop("step")
+    window = collect(backend)
+    ours = counts_by_name(backend, window.kernels)
+    assert Counter({kind_of(n): c for n, c in ours.items()}) == Counter(
+        {"add": 7 * STEPS, "mul": 5 * STEPS, "fill": 3 * STEPS}
+    )
+    assert window.records == 15 * STEPS
+    assert window.dropped_records == 0
+    assert window.unattributed_records == 0
+    for s in window.kernels.values():
+        assert 0 < s.min_ns <= s.median_ns <= s.max_ns
+
+    # The same steps under torch.profiler, after our shutdown released CUPTI.
+    backend.shutdown()
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(STEPS):
+            add_kernels(x, 7)
+            mul_kernels(x, 5)
+            fill_kernels(x, 3)
+        torch.cuda.synchronize()
+    theirs = Counter(
+        e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+    )
+    assert sum(theirs.values()) == 15 * STEPS
+    squash = lambda s: re.sub(r"\s+", "", s)  # noqa: E731
+    assert Counter({squash(n): c for n, c in ours.items()}) == Counter(
+        {squash(n): c for n, c in theirs.items()}
+    )
+
+
+def test_interleaved_sections_get_only_their_own_kernels(backend, x):
+    for _ in range(STEPS):
+        backend.start("A")
+        add_kernels(x, 4)
+        backend.stop("A")
+        backend.start("B")
+        mul_kernels(x, 6)
+        backend.stop("B")
+        fill_kernels(x, 5)  # outside every section: never counted
+        backend.start("A")
+        add_kernels(x, 2)
+        backend.stop("A")
+    window = collect(backend)
+    per = {s: counts_by_name(backend, k) for s, k in window.sections.items()}
+    assert set(window.sections) == {"A", "B"}
+    assert {kind_of(n): c for n, c in counts_by_name(backend, window.sections["A"]).items()} == {
+        "add": 6 * STEPS
+    }
+    assert {kind_of(n): c for n, c in counts_by_name(backend, window.sections["B"]).items()} == {
+        "mul": 6 * STEPS
+    }, per
+    assert {kind_of(n): c for n, c in counts_by_name(backend, window.kernels).items()} == {
+        "add": 6 * STEPS,
+        "mul": 6 * STEPS,
+    }
+
+
+def test_nested_section_kernels_count_in_both_sections_and_once_overall(backend, x):
+    for _ in range(STEPS):
+        backend.start("step")
+        backend.start("forward")
+        add_kernels(x, 3)
+        backend.stop("forward")
+        mul_kernels(x, 2)
+        backend.stop("step")
+    window = collect(backend)
+    kinds = lambda stats: {kind_of(n): c for n, c in counts_by_name(backend, stats).items()}  # noqa: E731
+    assert kinds(window.sections["forward"]) == {"add": 3 * STEPS}
+    assert kinds(window.sections["step"]) == {"add": 3 * STEPS, "mul": 2 * STEPS}
+    assert kinds(window.kernels) == {"add": 3 * STEPS, "mul": 2 * STEPS}
+
+
+def test_sampling_traces_one_in_n_outermost_entries(x):
+    b = CuptiBackend(sample_every=4)
+    try:
+        for _ in range(STEPS):
+            b.start("step")
+            add_kernels(x, 3)
+            b.stop("step")
+        window = collect(b)
+        assert window.records == 3 * (STEPS // 4)
+    finally:
+        b.shutdown()
+
+
+def test_windows_do_not_leak_into_each_other(backend, x):
+    for _ in range(5):
+        backend.start("step")
+        add_kernels(x, 3)
+        backend.stop("step")
+    first = collect(backend)
+    second = collect(backend)
+    assert first.records == 15
+    assert second.records == 0 and second.kernels == {}
+
+
+def test_torch_profiler_pauses_timing_and_it_resumes_after(backend, x):
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            backend.start("step")
+            add_kernels(x, 3)
+            backend.stop("step")
+        torch.cuda.synchronize()
+        assert backend.paused
+    seen = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(seen) == 15  # the profiler got every kernel: we did not fight it
+    during = collect(backend)
+    assert during.records == 0
+    for _ in range(5):
+        backend.start("step")
+        add_kernels(x, 3)
+        backend.stop("step")
+    after = collect(backend)
+    assert not backend.paused
+    assert after.records == 15
+
+
+def test_dynamic_shapes_stay_within_the_key_bound():
+    b = CuptiBackend(sample_every=1, max_keys=8)
+    try:
+        b.start("step")
+        for n in range(1, 400, 3):
+            torch.ones(n * 1000, device="cuda").add_(1.0)
+        b.stop("step")
+        window = collect(b)
+        assert len(window.kernels) <= 9  # max_keys plus the overflow key
+        assert sum(s.num for s in window.kernels.values()) == window.records
+    finally:
+        b.shutdown()

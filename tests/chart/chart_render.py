@@ -113,7 +113,8 @@ def validate(obj: Manifest) -> None:
         kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
         return
     body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
-    jsonschema.validate(body, _structural(schema), cls=jsonschema.Draft7Validator)
+    # CRD schemas are OpenAPI 3.0 schemas: draft-4 semantics (boolean exclusiveMinimum).
+    jsonschema.validate(body, _structural(schema), cls=jsonschema.Draft4Validator)
 
 
 def _structural(schema: dict[str, Any]) -> dict[str, Any]:

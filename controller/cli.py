@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from pacekeeper.controller.policy_cli import policy_app
+
 app = typer.Typer(no_args_is_help=True, help="pacekeeper: find slow ranks and act on them, safely.")
+app.add_typer(policy_app, name="policy")
 
 
 @app.command()

@@ -152,6 +152,8 @@ class ScoreSelector(_Model):
 
 
 class Thresholds(_Model):
+    """Scores are 1.0 for as fast as the reference, lower for slower."""
+
     act: UnitInterval = 0.7
     """A score strictly below this counts as slow."""
     recover: UnitInterval = 0.85
@@ -188,6 +190,8 @@ class Persistence(_Model):
 
 
 class Warmup(_Model):
+    """Scores are unreliable while a job compiles, loads data or regroups."""
+
     after_job_start_s: Seconds = 300.0
     """Reports from the first seconds of a job are ignored (compilation, data loading)."""
     after_action_s: Seconds = 300.0
@@ -195,6 +199,9 @@ class Warmup(_Model):
 
 
 class Recovery(_Model):
+    """A node recovers when every rank of the job on it scores at or above
+    ``thresholds.recover`` for long enough; then our marks on it are undone."""
+
     consecutive_reports: int = Field(default=3, ge=1)
     """Reports in a row with every rank of the node at or above ``thresholds.recover``."""
     hold_s: Seconds = 600.0
@@ -204,7 +211,10 @@ class Recovery(_Model):
 
 
 class LadderStep(_Model):
+    """One step of the ladder (every step has these fields)."""
+
     enabled: bool = False
+    """Take this step (its prerequisite must be enabled too)."""
     timeout_s: PositiveSeconds = 900.0
     """Wait this long after the step for an effect before repeating or escalating."""
     max_attempts: int = Field(default=1, ge=1, le=10)
@@ -215,10 +225,15 @@ class Ladder(_Model):
     """Escalation order: notify -> restartRank -> taintNode -> drainNode -> cordonNode."""
 
     notify: LadderStep = LadderStep(enabled=True, timeout_s=600.0)
+    """Event, condition, metric and log line; no budget."""
     restart_rank: LadderStep = LadderStep(max_attempts=2)
+    """Evict (or delete) the slow rank's pod / restart the Ray worker. Needs notify."""
     taint_node: LadderStep = LadderStep()
+    """Our NoSchedule taint on the node. Needs notify."""
     drain_node: LadderStep = LadderStep(timeout_s=1800.0)
+    """Evict the job's pods from the node (honours PodDisruptionBudgets). Needs taintNode."""
     cordon_node: LadderStep = LadderStep(timeout_s=1800.0)
+    """Mark the node unschedulable for everyone. Needs taintNode."""
 
     def step(self, kind: ActionKind) -> LadderStep:
         return getattr(self, _LADDER_FIELD[kind])  # type: ignore[no-any-return]
@@ -249,6 +264,7 @@ class NodeBudget(_Model):
     """Nodes that may carry our marks at once. null = unlimited; both set: the smaller wins."""
 
     max_nodes: int | None = Field(default=None, ge=0)
+    """Nodes at most (null: no count limit)."""
     max_percent: Percent | None = None
     """Percent of the nodes (of the job, or of the cluster); rounds down, but at least 1
     node when above zero."""
@@ -267,6 +283,8 @@ class NodeBudget(_Model):
 
 
 class JobBudgets(_Model):
+    """Limits on disruptive actions for one job."""
+
     nodes: NodeBudget = NodeBudget(max_nodes=1)
     """Nodes of one job that may carry our marks at once."""
     actions_per_hour: int | None = Field(default=3, ge=0)
@@ -276,6 +294,8 @@ class JobBudgets(_Model):
 
 
 class Cooldowns(_Model):
+    """Quiet periods during which no node action is taken on a node."""
+
     node_after_undo_s: Seconds = 3600.0
     """After we undo our marks on a node, leave it alone this long (no flapping)."""
     node_after_human_s: Seconds = 86400.0
@@ -291,6 +311,7 @@ class Attribution(_Model):
     """This share of the job's nodes slow at once (and at least structuralMinNodes) is the
     workload (e.g. the last pipeline stage), not hardware."""
     structural_min_nodes: int = Field(default=3, ge=2)
+    """Fewest slow nodes at once for the structural rule to apply."""
     imbalance_history: int = Field(default=8, ge=2, le=64)
     """Reports of history kept to see whether the slowest rank keeps moving."""
     imbalance_min_distinct: int = Field(default=3, ge=2)
@@ -317,14 +338,23 @@ class Policy(_Model):
     mode: Mode | None = None
     """Lowers the document's mode for jobs using this policy (null: the document's)."""
     score: ScoreSelector = ScoreSelector()
+    """Which score judges a rank."""
     thresholds: Thresholds = Thresholds()
+    """When a score counts as slow, and when as recovered."""
     persistence: Persistence = Persistence()
+    """How long slow must last, and what data counts."""
     warmup: Warmup = Warmup()
+    """Reports ignored after a job starts and after our own disruptive actions."""
     recovery: Recovery = Recovery()
+    """When our marks are undone."""
     attribution: Attribution = Attribution()
+    """Rank, node, job-wide or workload: only the first two lead to actions."""
     ladder: Ladder = Ladder()
+    """The actions, in escalation order."""
     budgets: JobBudgets = JobBudgets()
+    """Limits for one job."""
     cooldowns: Cooldowns = Cooldowns()
+    """Quiet periods on a node after an undo or a human's override."""
 
 
 # --- cluster-wide safety and the document -------------------------------------------
@@ -336,20 +366,27 @@ class Breaker(_Model):
     open it refuses new disruptive actions; it never blocks undo or notify."""
 
     max_actions: int = Field(default=10, ge=1)
+    """Trips when more distinct (job, node) subjects than this want an action..."""
     window_s: PositiveSeconds = 900.0
+    """...within this many seconds."""
     open_s: PositiveSeconds = 3600.0
     """Stays open this long after tripping."""
 
 
 class ClusterSafety(_Model):
+    """Limits over all jobs (they cannot live in one policy: a storm spans policies)."""
+
     nodes: NodeBudget = NodeBudget(max_nodes=2, max_percent=5.0)
     """Nodes in the whole cluster that may carry our marks at once."""
     actions_per_hour: int | None = Field(default=6, ge=0)
     """Disruptive actions in the whole cluster per rolling hour."""
     breaker: Breaker = Breaker()
+    """The circuit breaker."""
 
 
 class NodeSelector(_Model):
+    """A label selector for nodes."""
+
     match_labels: dict[Name, str]
     """All of these labels must match; an empty selector is refused (it matches every node)."""
 
@@ -369,7 +406,9 @@ class OptOuts(_Model):
     nodes: list[Name] = Field(default_factory=list)
     """Node names."""
     node_selectors: list[NodeSelector] = Field(default_factory=list)
+    """Nodes matching any of these label selectors."""
     namespaces: list[Name] = Field(default_factory=list)
+    """Every job in these namespaces."""
     jobs: list[Name] = Field(default_factory=list)
     """Job keys (``namespace/name``, ``ray:<id>``) or bare job names."""
 
@@ -378,14 +417,20 @@ class PolicyDocument(_Model):
     """The versioned policy document (the Helm chart renders it into a ConfigMap)."""
 
     api_version: Literal["pacekeeper.dev/v1alpha1"] = API_VERSION
+    """Version of this document's schema."""
     kind: Literal["RemediationPolicies"] = KIND
+    """Always RemediationPolicies."""
     mode: Mode = Mode.OBSERVE
     """observe (default): record decisions only | dry-run: also validate actions without
     applying them | enforce: act. A policy or a job annotation can only lower it."""
     default_policy: Name = "default"
+    """Policy for jobs without a ``pacekeeper.dev/policy`` annotation; must exist."""
     policies: dict[Name, Policy] = Field(default_factory=lambda: {"default": Policy()})
+    """Named policies; a job picks one with the ``pacekeeper.dev/policy`` annotation."""
     cluster: ClusterSafety = ClusterSafety()
+    """Limits over all jobs together."""
     opt_outs: OptOuts = OptOuts()
+    """Nodes, namespaces and jobs never acted on."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

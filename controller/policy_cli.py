@@ -1,0 +1,84 @@
+"""``pacekeeper policy ...``: validate a policy file, export its JSON Schema, print the
+reference. Mounted on the main CLI by ``cli.py``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pacekeeper.controller.policy import Mode, PolicyDocument, PolicyError, load_policy_file
+
+policy_app = typer.Typer(no_args_is_help=True, help="Remediation policies: validate, schema, docs.")
+
+
+@policy_app.command("validate")
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Policy YAML file(s).")],
+) -> None:
+    """Validate policy documents; exit 1 naming the file and field of the first error."""
+    out, err = Console(), Console(stderr=True)
+    failed = 0
+    for path in files:
+        try:
+            doc = load_policy_file(path)
+        except PolicyError as e:
+            err.print(f"[bold red]invalid[/] {e}", markup=True, highlight=False, soft_wrap=True)
+            failed += 1
+            continue
+        out.print(f"[bold green]valid[/] {path}", highlight=False)
+        out.print(summary_table(doc))
+    if failed:
+        raise typer.Exit(1)
+
+
+@policy_app.command("schema")
+def schema(
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here.")] = None,
+) -> None:
+    """Print (or write) the JSON Schema of the policy document."""
+    from pacekeeper.controller.policy import policy_json_schema
+
+    text = json.dumps(policy_json_schema(), indent=2, sort_keys=True) + "\n"
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+
+
+@policy_app.command("docs")
+def docs() -> None:
+    """Print the policy reference (Markdown) generated from the models."""
+    from pacekeeper.controller.policy_docs import policy_reference
+
+    typer.echo(policy_reference())
+
+
+def summary_table(doc: PolicyDocument) -> Table:
+    """What each policy would do, at a glance."""
+    t = Table(title=f"mode {doc.mode.value}, default policy '{doc.default_policy}'")
+    for col in ("policy", "mode", "score", "act < / recover >=", "persistence", "ladder"):
+        t.add_column(col)
+    for name, p in doc.policies.items():
+        score = p.score.kind.value + (f"[{p.score.section}]" if p.score.section else "")
+        per = []
+        if p.persistence.consecutive_reports is not None:
+            per.append(f"{p.persistence.consecutive_reports} reports")
+        if p.persistence.below_for_s is not None:
+            per.append(f"{p.persistence.below_for_s:g} s")
+        joiner = " and " if p.persistence.require == "all" else " or "
+        mode = Mode.lowest(doc.mode, p.mode).value
+        steps = ", ".join(s.value for s in p.ladder.enabled_steps()) or "(none)"
+        t.add_row(
+            name,
+            mode,
+            score,
+            f"{p.thresholds.act:g} / {p.thresholds.recover:g}",
+            joiner.join(per),
+            steps,
+        )
+    return t

@@ -66,15 +66,15 @@ class _Values(BaseModel):
 
 
 class Image(_Values):
-    repository: str = Field("ghcr.io/pacekeeper/pacekeeper", min_length=1)
-    tag: str = Field("", description="Image tag. Empty: the chart's appVersion.")
+    repository: str = Field(default="ghcr.io/pacekeeper/pacekeeper", min_length=1)
+    tag: str = Field(default="", description="Image tag. Empty: the chart's appVersion.")
     pull_policy: PullPolicy = "IfNotPresent"
 
 
 class ResourceList(_Values):
     cpu: Quantity | None = None
     memory: Quantity | None = None
-    ephemeral_storage: Quantity | None = Field(None, alias="ephemeral-storage")
+    ephemeral_storage: Quantity | None = Field(default=None, alias="ephemeral-storage")
 
 
 class Resources(_Values):
@@ -85,7 +85,7 @@ class Resources(_Values):
 
 
 class LeaderElection(_Values):
-    enabled: bool = Field(True, description="Elect one active replica through a Lease.")
+    enabled: bool = Field(default=True, description="Elect one active replica through a Lease.")
 
 
 class Logging(_Values):
@@ -94,7 +94,9 @@ class Logging(_Values):
 
 
 class Controller(_Values):
-    replicas: int = Field(1, ge=1, description="Controller pods; > 1 needs leader election.")
+    replicas: int = Field(
+        default=1, ge=1, description="Controller pods; > 1 needs leader election."
+    )
     image: Image = Image()
     image_pull_secrets: list[dict[str, str]] = []
     resources: Resources
@@ -133,7 +135,7 @@ class Actions(_Values):
 
 class ServiceAccount(_Values):
     create: bool = True
-    name: str = Field("", max_length=253)
+    name: str = Field(default="", max_length=253)
     annotations: StringMap = {}
 
     @model_validator(mode="after")
@@ -145,7 +147,7 @@ class ServiceAccount(_Values):
 
 class ServiceMonitor(_Values):
     enabled: bool = False
-    interval: str = Field("30s", pattern=r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+    interval: str = Field(default="30s", pattern=r"^([0-9]+(ms|s|m|h|d|w|y))+$")
     labels: StringMap = {}
 
 
@@ -156,9 +158,20 @@ class PrometheusRule(_Values):
 
 class Metrics(_Values):
     enabled: bool = True
-    port: int = Field(8080, ge=1024, le=65535)
+    port: int = Field(default=8080, ge=1024, le=65535)
     service_monitor: ServiceMonitor = ServiceMonitor()
     prometheus_rule: PrometheusRule = PrometheusRule()
+
+    @model_validator(mode="after")
+    def _monitoring_needs_metrics(self) -> Self:
+        if not self.enabled:
+            for key, part in (
+                ("serviceMonitor", self.service_monitor),
+                ("prometheusRule", self.prometheus_rule),
+            ):
+                if part.enabled:
+                    raise ValueError(f"metrics.{key}.enabled=true needs metrics.enabled=true")
+        return self
 
 
 class PodDisruptionBudget(_Values):
@@ -169,7 +182,7 @@ class PodDisruptionBudget(_Values):
 class ReporterRbac(_Values):
     enabled: bool = False
     namespaces: list[DnsLabel] = []
-    service_account_name: str = Field("default", min_length=1, max_length=253)
+    service_account_name: str = Field(default="default", min_length=1, max_length=253)
 
     @model_validator(mode="after")
     def _enabled_needs_namespaces(self) -> Self:
@@ -179,8 +192,8 @@ class ReporterRbac(_Values):
 
 
 class TestImage(_Values):
-    repository: str = Field("busybox", min_length=1)
-    tag: str = Field("1.37", min_length=1)
+    repository: str = Field(default="busybox", min_length=1)
+    tag: str = Field(default="1.37", min_length=1)
     pull_policy: PullPolicy = "IfNotPresent"
 
 
@@ -191,9 +204,9 @@ class Tests(_Values):
 class ChartValues(_Values):
     """Top level of values.yaml."""
 
-    mode: Mode = Field("observe", description="observe | dry-run | enforce.")
-    name_override: str = Field("", max_length=40)
-    fullname_override: str = Field("", max_length=52)
+    mode: Mode = Field(default="observe", description="observe | dry-run | enforce.")
+    name_override: str = Field(default="", max_length=40)
+    fullname_override: str = Field(default="", max_length=52)
     controller: Controller
     policy: dict[str, Any] = Field(
         default_factory=dict, description="Policy document body; its schema is the controller's."
@@ -205,7 +218,7 @@ class ChartValues(_Values):
     reporter_rbac: ReporterRbac = ReporterRbac()
     tests: Tests = Tests()
     # Parent charts pass `global` to every subchart.
-    global_: dict[str, Any] | None = Field(None, alias="global")
+    global_: dict[str, Any] | None = Field(default=None, alias="global")
 
     def policy_document(self) -> PolicyDocument:
         """The document the chart renders into the policy ConfigMap, validated."""
@@ -250,6 +263,18 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
                     }
                 },
                 "required": ["leaderElection"],
+            },
+        },
+    ),
+    (
+        ("Metrics",),
+        {
+            "if": {"properties": {"enabled": {"const": False}}, "required": ["enabled"]},
+            "then": {
+                "properties": {
+                    key: {"properties": {"enabled": {"const": False}}}
+                    for key in ("serviceMonitor", "prometheusRule")
+                }
             },
         },
     ),
@@ -436,7 +461,7 @@ def build_schema(policy_schema: dict[str, Any]) -> dict[str, Any]:
     # Helm validates the merged values, so every default is present: the top-level
     # keys the chart needs are required (a null override that deletes one fails here).
     schema["required"] = sorted({"mode", "controller", "actions", "metrics", "policy"})
-    schema = _strip_titles(schema)
+    schema = dict(_strip_titles(schema))
     _describe(schema, (), value_comments(VALUES_PATH.read_text()))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pacekeeper chart values"

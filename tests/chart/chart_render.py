@@ -6,6 +6,7 @@ fail); custom resources with jsonschema against their CRD's openAPIV3Schema.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -110,11 +111,18 @@ def validate(obj: Manifest) -> None:
     """Raise when the object does not match its kind's schema."""
     schema = _custom_schemas().get((obj["apiVersion"], obj["kind"]))
     if schema is None:
-        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        _validate_builtin(json.dumps(obj, sort_keys=True))
         return
     body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
     # CRD schemas are OpenAPI 3.0 schemas: draft-4 semantics (boolean exclusiveMinimum).
     jsonschema.validate(body, _structural(schema), cls=jsonschema.Draft4Validator)
+
+
+@cache
+def _validate_builtin(obj_json: str) -> None:
+    """kubernetes-validate re-reads its schema files on every call; the same object
+    recurs across feature cases, so each distinct object is checked once."""
+    kubernetes_validate.validate(json.loads(obj_json), KUBE_VERSION, strict=True)
 
 
 def _structural(schema: dict[str, Any]) -> dict[str, Any]:

@@ -69,6 +69,10 @@ BAD_VALUES: dict[str, tuple[dict[str, Any], list[str]]] = {
         {"controller": {"logging": {"format": "xml"}}},
         ["/controller/logging/format", "'json', 'text'"],
     ),
+    "service-monitor-without-metrics": (
+        {"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}},
+        ["/metrics/serviceMonitor/enabled"],
+    ),
     "privileged-metrics-port": ({"metrics": {"port": 80}}, ["/metrics/port", "got 80"]),
     "negative-pdb": (
         {"podDisruptionBudget": {"minAvailable": -1}},

@@ -109,6 +109,9 @@ def test_bad_values_fail_at_install_naming_the_value(case: str) -> None:
     message = str(caught.value)
     for text in expected:
         assert text in message, message
+    # `helm template` refuses them the same way.
+    with pytest.raises(helm.HelmValuesError, match=expected[0]):
+        render(values)
 
 
 @pytest.mark.parametrize("case", sorted(BAD_VALUES))

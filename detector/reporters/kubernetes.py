@@ -61,6 +61,9 @@ class KubernetesStatusSink:
         self._previous: dict[str, Any] | None = None
         self._known = False
         """True once the object is known to exist (read or created)."""
+        # Import now, at initialize: importing the client takes a second or two of CPU,
+        # which on the publisher thread would hold the GIL against the training loop.
+        import kubernetes.client  # noqa: F401
 
     def send(self, report: ScoreReport) -> None:
         job = report.job
@@ -117,7 +120,7 @@ class KubernetesStatusSink:
                 )  # fmt: skip
                 logger.info(
                     "stragglerreport created",
-                    extra={"namespace": self.namespace, "name": self.object_name},
+                    extra={"namespace": self.namespace, "object": self.object_name},
                 )
             except ApiException as e2:
                 if e2.status != 409:

@@ -208,7 +208,7 @@ class Publisher:
             )
             return "done"
         except Exception as e:
-            cause = type(e).__name__
+            cause = failure_cause(e)
             with self._cond:
                 self._send_errors += 1
                 first = cause not in self._errors_by_cause
@@ -233,3 +233,12 @@ class Publisher:
                 extra={"sink": self.sink.name, "sequence": report.sequence},
             )
         return "done"
+
+
+def failure_cause(error: BaseException) -> str:
+    """A small, stable label for counting failures: the HTTP status when the error has
+    one (Kubernetes clients raise a different subclass per status), else the type."""
+    status = getattr(error, "status", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        return f"HTTP {status}"
+    return type(error).__name__

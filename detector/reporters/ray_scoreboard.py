@@ -188,6 +188,8 @@ class RayScoreBoardSink:
         self.address = address
         self.timeout_s = timeout_s
         self._handle: Any = None
+        # Import now, at initialize, not on the publisher thread (see kubernetes.py).
+        import ray  # noqa: F401
 
     def send(self, report: ScoreReport) -> None:
         import ray

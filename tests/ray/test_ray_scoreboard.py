@@ -77,7 +77,6 @@ def test_four_gloo_ranks_report_through_the_board_across_a_board_kill(
     latest = ScoreReport.from_wire(json.loads(read_latest_in_another_process(ray_cluster, key)))
     assert latest.sequence == history[-1].sequence
     assert [r.rank for r in latest.ranks] == [0, 1, 2, 3]
-    assert latest.summary.worst_rank == 3
     assert (
         latest.ranks[3].section_relative["compute"]
         < 0.75

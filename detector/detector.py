@@ -36,6 +36,10 @@ SCORE_NAMES = ("relative_perf_scores", "individual_perf_scores")
 
 ReportListener = Callable[[ScoreReport], None]
 
+NAME_REFRESH_REPORTS = 16
+MAX_NAMES = 65536
+"""Bound on the id -> name table (sections and kernels) a receiving rank keeps."""
+
 _EMPTY: dict[str, SectionHandle] = {}
 
 
@@ -120,6 +124,7 @@ class Detector:
     custom_sections: ClassVar[dict[str, CustomSection]] = {}
     report_interval_tracker: ClassVar[IntervalTracker | None] = None
 
+    _locations: ClassVar[dict[tuple[str, int], str]] = {}
     _cuda_handles: ClassVar[dict[str, SectionHandle]] = _EMPTY
     _cpu_handles: ClassVar[dict[str, SectionHandle]] = _EMPTY
     _table: ClassVar[SectionTable | None] = None
@@ -270,13 +275,26 @@ class Detector:
         Without a name the section is named after the ``with`` statement's file and line.
         ``profile_cuda`` also attributes the kernels launched inside to the GPU score.
         """
+        table = cls._cuda_handles if profile_cuda else cls._cpu_handles
         if name is not None:
-            handle = (cls._cuda_handles if profile_cuda else cls._cpu_handles).get(name)
+            handle = table.get(name)
             if handle is not None:
                 return handle
+            frame = sys._getframe(1)
+            return cls._section(name, profile_cuda, _location(frame))
+        # Unnamed: the name is the `with` statement's place; cache it per (file, line)
+        # so only the first entry pays for formatting it.
         frame = sys._getframe(1)
-        location = f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        return cls._section(location if name is None else name, profile_cuda, location)
+        key = (frame.f_code.co_filename, frame.f_lineno)
+        location = cls._locations.get(key)
+        if location is None:
+            location = _location(frame)
+            if len(cls._locations) < 65536:
+                cls._locations[key] = location
+        handle = table.get(location)
+        if handle is not None:
+            return handle
+        return cls._section(location, profile_cuda, location)
 
     @classmethod
     def _section(cls, name: str, profile_cuda: bool, location: str) -> SectionHandle:
@@ -373,9 +391,16 @@ class Detector:
         else:
             gathered = [payload]
 
+        # Only now do we know the names reached the receiver.
+        if len(cls._sent_kernel_names) > MAX_NAMES:
+            cls._sent_kernel_names.clear()
+        cls._sent_kernel_names.update(payload.names)
+
         def build() -> tuple[Report, list[RankPayload]]:
             payloads = [p for p in gathered if isinstance(p, RankPayload)]
             for p in payloads:
+                if len(cls._names) + len(p.names) > MAX_NAMES:
+                    cls._names.clear()
                 cls._names.update(p.names)
             scores = score_payloads(
                 payloads,
@@ -447,12 +472,13 @@ class Detector:
             scoring.gpu_individual_score(ker_med, ker_base, ker_tot) if ker_names else math.nan
         )
         ker_ids = cls._key_ids.ids(ker_names)
+        # Kernel names travel once per id, and all of them again every
+        # NAME_REFRESH_REPORTS reports, so a receiver that lost or trimmed its table
+        # (bounded under dynamic shapes) learns them back.
+        refresh = cls._sequence % NAME_REFRESH_REPORTS == 1
         for kid, kname in zip(ker_ids.tolist(), ker_names, strict=True):
-            if kid not in cls._sent_kernel_names:
+            if refresh or kid not in cls._sent_kernel_names:
                 names[kid] = kname
-                cls._sent_kernel_names.add(kid)
-        if len(cls._sent_kernel_names) > 65536:
-            cls._sent_kernel_names.clear()
         ker_summ = {k: _stats(v, 1e-3) for k, v in kernels.items()}
         info = RankInfo(
             rank=cls._rank_info.rank,
@@ -530,6 +556,10 @@ class Detector:
         """Name of the kernel-timing backend in use (``none`` on CPU-only machines)."""
         choice = cls._backend_choice
         return choice.name if choice is not None else "none"
+
+
+def _location(frame: Any) -> str:
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 def _cuda_synchronize() -> None:

@@ -136,26 +136,24 @@ def score_payloads(
     gpu_ind: dict[int, float] = {}
     sec_ind: dict[str, dict[int, float]] = {}
     n = len(payloads)
+    sidx = scoring.index_keys([p.section_ids for p in payloads])
     if relative and n:
-        sidx = scoring.index_keys([p.section_ids for p in payloads])
-        smed = (
-            np.concatenate([p.section_median_ns for p in payloads])
-            if sidx.rows.size
-            else (np.zeros(0))
-        )
-        s_scores = scoring.relative_entry_scores(sidx.rows, sidx.cols, smed, sidx.keys.size)
-        sec_rel = _per_key(ranks, sidx.rows, sidx.cols, s_scores, sidx.keys, names, only_rank)
+        if sidx.rows.size:
+            smed = np.concatenate([p.section_median_ns for p in payloads])
+            s_scores = scoring.relative_entry_scores(sidx.rows, sidx.cols, smed, sidx.keys.size)
+            sec_rel = _per_key(ranks, sidx.rows, sidx.cols, s_scores, sidx.keys, names, only_rank)
         kidx = scoring.index_keys([p.kernel_ids for p in payloads])
         if kidx.rows.size:
             kmed = np.concatenate([p.kernel_median_ns for p in payloads])
             ktot = np.concatenate([p.kernel_total_ns for p in payloads])
-            g = scoring.gpu_relative_scores(kidx.rows, kidx.cols, kmed, ktot, n, kidx.keys.size)
+            g = scoring.gpu_relative_scores(
+                kidx.rows, kidx.cols, kmed, ktot, n, kidx.keys.size, rows_sorted=True
+            )
             gpu_rel = _per_rank(ranks, g, only_rank)
     if individual and n:
         gi = np.fromiter((p.gpu_individual for p in payloads), dtype=np.float64, count=n)
         gpu_ind = _per_rank(ranks, gi, only_rank)
-        iidx = scoring.index_keys([p.section_ids for p in payloads])
-        if iidx.rows.size:
+        if sidx.rows.size:
             sind = np.concatenate([p.section_individual for p in payloads])
-            sec_ind = _per_key(ranks, iidx.rows, iidx.cols, sind, iidx.keys, names, only_rank)
+            sec_ind = _per_key(ranks, sidx.rows, sidx.cols, sind, sidx.keys, names, only_rank)
     return Scores(gpu_rel, sec_rel, gpu_ind, sec_ind, rank_to_node)

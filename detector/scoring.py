@@ -40,53 +40,83 @@ def valid(times: F64) -> npt.NDArray[np.bool_]:
         return np.isfinite(times) & (times > 0)
 
 
-def column_min(cols: I64, times: F64, n_cols: int) -> F64:
-    """Per key, the smallest valid time over all entries; NaN where none is valid."""
-    ok = valid(times)
+def column_min(cols: I64, times: F64, n_cols: int, ok: npt.NDArray[np.bool_] | None = None) -> F64:
+    """Per key, the smallest valid time over all entries; NaN where none is valid.
+    ``ok`` is ``valid(times)`` when the caller has it already."""
+    ok = valid(times) if ok is None else ok
     ref = np.full(n_cols, np.inf)
-    np.minimum.at(ref, cols[ok], times[ok])
+    if bool(ok.all()):
+        np.minimum.at(ref, cols, times)
+    else:
+        np.minimum.at(ref, cols[ok], times[ok])
     ref[np.isinf(ref)] = np.nan
     return ref
-
-
-def column_support(rows: I64, cols: I64, times: F64, n_cols: int) -> I64:
-    """Per key, how many valid entries it has (one per rank when rows are unique)."""
-    ok = valid(times)
-    del rows  # entries are unique per (row, col) by construction; kept for symmetry
-    return np.bincount(cols[ok], minlength=n_cols).astype(np.int64)
 
 
 def relative_entry_scores(
     rows: I64, cols: I64, times: F64, n_cols: int, *, min_support: int = 1
 ) -> F64:
     """Per entry, ``best valid time of its key / its time``; NaN where the entry is
-    missing or its key has fewer than ``min_support`` valid entries."""
-    ref = column_min(cols, times, n_cols)
+    missing or its key has fewer than ``min_support`` valid entries (entries are unique
+    per (rank, key), so support counts ranks)."""
+    del rows  # the reference is per key over all ranks; rows kept for a uniform signature
     ok = valid(times)
+    all_ok = bool(ok.all())
+    ref = column_min(cols, times, n_cols, ok)
     if min_support > 1:
-        support = column_support(rows, cols, times, n_cols)
-        ok &= support[cols] >= min_support
+        support = np.bincount(cols if all_ok else cols[ok], minlength=n_cols)
+        if bool((support >= min_support).all()):
+            pass  # every key has peers: nothing to drop
+        else:
+            ok = ok & (support[cols] >= min_support)
+            all_ok = False
+    if all_ok:
+        return ref[cols] / times
     out = np.full(times.shape, np.nan)
     out[ok] = ref[cols[ok]] / times[ok]
     return out
 
 
-def weighted_row_mean(rows: I64, values: F64, weights: F64, n_rows: int) -> F64:
+def weighted_row_mean(
+    rows: I64, values: F64, weights: F64, n_rows: int, *, rows_sorted: bool = False
+) -> F64:
     """Per row, ``sum(w * v) / sum(w)`` over entries whose value is finite and whose
-    weight is finite and positive; NaN for a row with no such entry."""
+    weight is finite and positive; NaN for a row with no such entry.
+
+    ``rows_sorted`` (rows non-decreasing, as ``index_keys`` makes them) lets the sums run
+    over contiguous segments instead of scattering.
+    """
     with np.errstate(invalid="ignore"):
         ok = np.isfinite(values) & np.isfinite(weights) & (weights > 0)
-    w = weights[ok]
-    num = np.bincount(rows[ok], weights=w * values[ok], minlength=n_rows)
-    den = np.bincount(rows[ok], weights=w, minlength=n_rows)
+    if not bool(ok.all()):
+        rows, values, weights = rows[ok], values[ok], weights[ok]
     out = np.full(n_rows, np.nan)
+    if rows.size == 0:
+        return out
+    if rows_sorted:
+        starts = np.concatenate(([0], np.flatnonzero(rows[1:] != rows[:-1]) + 1))
+        num = np.add.reduceat(weights * values, starts)
+        den = np.add.reduceat(weights, starts)
+        present = rows[starts]
+        has = den > 0
+        out[present[has]] = num[has] / den[has]
+        return out
+    num = np.bincount(rows, weights=weights * values, minlength=n_rows)
+    den = np.bincount(rows, weights=weights, minlength=n_rows)
     has = den > 0
     out[has] = num[has] / den[has]
     return out
 
 
 def gpu_relative_scores(  # noqa: PLR0917 - the entry arrays belong together
-    rows: I64, cols: I64, typical_ns: F64, total_ns: F64, n_rows: int, n_cols: int
+    rows: I64,
+    cols: I64,
+    typical_ns: F64,
+    total_ns: F64,
+    n_rows: int,
+    n_cols: int,
+    *,
+    rows_sorted: bool = False,
 ) -> F64:
     """One GPU score per rank: the kernel scores weighted by each kernel's time share.
 
@@ -94,10 +124,11 @@ def gpu_relative_scores(  # noqa: PLR0917 - the entry arrays belong together
     is left out: counting it would pull that rank towards 1.0. Communication kernels
     must be filtered out by the caller (see ``is_comm_kernel``).
     """
-    reporting = np.unique(rows[valid(typical_ns)]).size
+    ok = valid(typical_ns)
+    reporting = int(np.count_nonzero(np.bincount(rows[ok], minlength=n_rows)))
     support = 2 if reporting > 1 else 1
     scores = relative_entry_scores(rows, cols, typical_ns, n_cols, min_support=support)
-    return weighted_row_mean(rows, scores, total_ns, n_rows)
+    return weighted_row_mean(rows, scores, total_ns, n_rows, rows_sorted=rows_sorted)
 
 
 def individual_scores(typical: F64, baseline: F64) -> F64:

@@ -95,6 +95,9 @@ def test_gpu_scores_match_loop_reference_and_stay_in_unit_range(data) -> None:  
     rows, cols, times, weights, n_rows, n_cols = data
     r, c, t, w = _arrays(rows, cols, times, weights)
     got = scoring.gpu_relative_scores(r, c, t, w, n_rows, n_cols)
+    # entries() lists rows in order, so the segment-sum path must agree too.
+    segmented = scoring.gpu_relative_scores(r, c, t, w, n_rows, n_cols, rows_sorted=True)
+    assert np.allclose(got, segmented, equal_nan=True, rtol=1e-12)
     reporting = {row for row, tt in zip(rows, times, strict=True) if _ok(tt)}
     per_entry = _ref_relative(rows, cols, times, n_cols, 2 if len(reporting) > 1 else 1)
     assert _same(got, _ref_weighted(rows, per_entry, weights, n_rows))

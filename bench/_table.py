@@ -1,0 +1,65 @@
+"""Shared by the benchmarks: print a table and write the figures to bench/results/<name>.json.
+
+Usage: ``emit("detector_overhead", rows, title=..., meta={...})`` where ``rows`` is a list
+of flat dicts (same keys, in column order). The JSON keeps the rows plus ``meta``,
+the date, Python/platform and CPU count, so figures in docs can be traced to a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def emit(
+    name: str,
+    rows: list[dict[str, Any]],
+    *,
+    title: str,
+    meta: dict[str, Any] | None = None,
+    results_dir: Path | None = None,
+) -> Path:
+    """Print ``rows`` as a table titled ``title``; write them as JSON; return the path."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    columns = list(rows[0]) if rows else []
+    for col in columns:
+        table.add_column(col, justify="left" if col == columns[0] else "right")
+    for row in rows:
+        table.add_row(*(_cell(row.get(c, "")) for c in columns))
+    Console(width=max(120, Console().width)).print(table)
+
+    out_dir = results_dir or RESULTS
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "name": name,
+        "title": title,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "meta": meta or {},
+        "rows": rows,
+    }
+    path = out_dir / f"{name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+    tmp.replace(path)
+    return path

@@ -62,3 +62,23 @@ async def k8s_aio_api_client(k8s_url: str) -> AsyncIterator[Any]:
         yield api_client
     finally:
         await api_client.close()
+
+
+@pytest.fixture
+def backoff_sleeps() -> list[float]:
+    """Backoff delays the actuators asked for, recorded instead of slept."""
+    return []
+
+
+@pytest.fixture
+def actuators(k8s_api_client: Any, backoff_sleeps: list[float]) -> Any:
+    """`KubernetesActuators` on the harness; backoffs are recorded, not slept."""
+    from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
+    from pacekeeper.controller.actuators.retries import RetrySettings
+
+    return KubernetesActuators(
+        k8s_api_client,
+        instance="test",
+        settings=RetrySettings(request_timeout_s=1.0),
+        sleep=backoff_sleeps.append,
+    )

@@ -770,6 +770,13 @@ class ApiServer(KubernetesEmulator):
         res, info = self.resource_for(api_version, kind)
         return self._current((res, namespace if info.namespaced else None, name))
 
+    def delete_object(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Body:
+        """Delete as a controller would (finalizers honoured); 404 raises ApiError."""
+        res, info = self.resource_for(api_version, kind)
+        return self._delete((res, namespace if info.namespaced else None, name), None)
+
     def list_objects(self, api_version: str, kind: str, namespace: str | None = None) -> list[Body]:
         res, _ = self.resource_for(api_version, kind)
         return [obj for _, obj in self._objects_of(res, namespace)]

@@ -148,6 +148,10 @@ class RunningServer:
     ) -> Body | None:
         return self.call(self.server.read, api_version, kind, name, namespace)
 
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Body:
+        """Delete as another actor would (a Job controller, a human), outside any client."""
+        return self.call(self.server.delete_object, api_version, kind, name, namespace)
+
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[Body]:
         return self.call(self.server.list_objects, api_version, kind, namespace)
 

@@ -1,0 +1,108 @@
+"""The few Kubernetes calls the actuators make, with JSON in and out.
+
+Objects are handled as the API's own JSON (camelCase dicts), the same shape kopf hands
+to handlers and `marks.py` reads, rather than the client's generated models.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+Body = dict[str, Any]
+
+MERGE_PATCH = "application/merge-patch+json"
+"""JSON merge patch replaces lists whole, so a taint list we send is exactly the
+result, whatever patch strategy the server would pick for strategic merge."""
+
+
+class KubeApi:
+    def __init__(self, api_client: Any, *, request_timeout_s: float) -> None:
+        import kubernetes
+
+        self._core = kubernetes.client.CoreV1Api(api_client)
+        self._timeout = request_timeout_s
+
+    def _json(self, response: Any) -> Body:
+        data: Body = json.loads(response.data or b"{}")
+        return data
+
+    def read_node(self, name: str) -> Body:
+        return self._json(
+            self._core.read_node(name, _preload_content=False, _request_timeout=self._timeout)
+        )
+
+    def patch_node(self, name: str, patch: Body) -> Body:
+        return self._json(
+            self._core.patch_node(
+                name,
+                patch,
+                _content_type=MERGE_PATCH,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
+        )
+
+    def read_pod(self, namespace: str, name: str) -> Body:
+        return self._json(
+            self._core.read_namespaced_pod(
+                name, namespace, _preload_content=False, _request_timeout=self._timeout
+            )
+        )
+
+    def list_pods(
+        self,
+        namespace: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[Body]:
+        listed = self._json(
+            self._core.list_namespaced_pod(
+                namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
+        )
+        items: list[Body] = listed.get("items") or []
+        return items
+
+    def _delete_options(self, uid: str | None) -> Any:
+        from kubernetes import client
+
+        # The uid precondition pins the incarnation we read: a replacement pod with
+        # the same name is never evicted or deleted by a repeated call.
+        return client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid=uid) if uid else None
+        )
+
+    def evict_pod(self, namespace: str, name: str, uid: str | None) -> None:
+        from kubernetes import client
+
+        eviction = client.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=self._delete_options(uid),
+        )
+        self._core.create_namespaced_pod_eviction(
+            name, namespace, eviction, _preload_content=False, _request_timeout=self._timeout
+        )
+
+    def delete_pod(self, namespace: str, name: str, uid: str | None) -> None:
+        self._core.delete_namespaced_pod(
+            name,
+            namespace,
+            body=self._delete_options(uid),
+            _preload_content=False,
+            _request_timeout=self._timeout,
+        )
+
+    def create_event(self, namespace: str, event: Body) -> None:
+        # The generated model would coerce the dict anyway; JSON in keeps one shape.
+        body: Any = event
+        self._core.create_namespaced_event(
+            namespace, body, _preload_content=False, _request_timeout=self._timeout
+        )

@@ -1,0 +1,123 @@
+"""Every key the controller writes on objects it touches, and how to read them back.
+
+A mark is a change we make to somebody else's object (a node taint, a cordon). Each
+carries a provenance annotation — owner, job, reason, policy and time — in the same
+write as the change itself, so that the controller undoes only what it did: a taint
+with our key but without our provenance, or a cordon a human made, is never removed.
+
+Pure: no Kubernetes client here, only the JSON shapes the API serves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pacekeeper.controller.observations import MarkKind
+
+DOMAIN = "pacekeeper.dev"
+DEFAULT_OWNER = "pacekeeper"
+"""Default `owner` in provenance; two installations in one cluster must differ."""
+
+TAINT_KEY = f"{DOMAIN}/straggler"
+TAINT_EFFECT = "NoSchedule"
+"""NoSchedule, never NoExecute: a taint keeps new pods off a slow node; evicting
+running ones is a separate, budgeted action (drain)."""
+
+TAINT_ANNOTATION = f"{DOMAIN}/taint"
+"""Node annotation: provenance of our taint."""
+CORDON_ANNOTATION = f"{DOMAIN}/cordon"
+"""Node annotation: provenance of our cordon (`spec.unschedulable`)."""
+
+ANNOTATION_OF_MARK: dict[MarkKind, str] = {
+    MarkKind.TAINT: TAINT_ANNOTATION,
+    MarkKind.CORDON: CORDON_ANNOTATION,
+}
+
+EVENT_COMPONENT = "pacekeeper-controller"
+"""`source.component` and `reportingComponent` of the Events we post."""
+EVENT_JOB_ANNOTATION = f"{DOMAIN}/job"
+EVENT_POLICY_ANNOTATION = f"{DOMAIN}/policy"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+"""Label on the Events we create (value: the owner)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Who made a mark, for which job, why, under which policy, and when."""
+
+    owner: str
+    job: str
+    reason: str
+    policy: str
+    at: datetime
+
+    def to_annotation(self) -> str:
+        return json.dumps(
+            {
+                "owner": self.owner,
+                "job": self.job,
+                "reason": str(self.reason),
+                "policy": self.policy,
+                "at": self.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_annotation(cls, text: str | None) -> Provenance | None:
+        """Parse our annotation; anything malformed reads as `None` (not ours)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            at = datetime.fromisoformat(str(data["at"]).replace("Z", "+00:00"))
+            provenance = cls(
+                owner=str(data["owner"]),
+                job=str(data["job"]),
+                reason=str(data["reason"]),
+                policy=str(data["policy"]),
+                at=at if at.tzinfo else at.replace(tzinfo=UTC),
+            )
+        except (ValueError, TypeError, KeyError):
+            return None
+        return provenance
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def provenance_of(obj: Mapping[str, Any], mark: MarkKind) -> Provenance | None:
+    return Provenance.from_annotation(_annotations(obj).get(ANNOTATION_OF_MARK[mark]))
+
+
+def owns(obj: Mapping[str, Any], mark: MarkKind, owner: str) -> bool:
+    provenance = provenance_of(obj, mark)
+    return provenance is not None and provenance.owner == owner
+
+
+def our_taint(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The taint with our key on `node`, whoever put it there."""
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("key") == TAINT_KEY:
+            return dict(taint)
+    return None
+
+
+def is_cordoned(node: Mapping[str, Any]) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def our_marks(node: Mapping[str, Any], owner: str = DEFAULT_OWNER) -> frozenset[MarkKind]:
+    """Marks present on `node` that carry `owner`'s provenance (for `NodeView.our_marks`)."""
+    marks: set[MarkKind] = set()
+    if our_taint(node) is not None and owns(node, MarkKind.TAINT, owner):
+        marks.add(MarkKind.TAINT)
+    if is_cordoned(node) and owns(node, MarkKind.CORDON, owner):
+        marks.add(MarkKind.CORDON)
+    return frozenset(marks)

@@ -1,0 +1,200 @@
+"""Rank restarts and drains through the Eviction API, against the API harness."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from harness import Fault, RunningServer
+from harness.objects import pdb, pod
+
+from pacekeeper.controller.actuators import Outcome, RetryLater
+from pacekeeper.controller.actuators.events import ObjectRef
+from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
+from pacekeeper.controller.actuators.retries import RetrySettings
+from pacekeeper.controller.decisions import Reason
+from pacekeeper.controller.marks import Provenance
+from pacekeeper.controller.ranks import PodTarget
+
+NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+JOB = {"job-name": "train-a"}
+
+
+def _slow(actuators: KubernetesActuators) -> Provenance:
+    return actuators.provenance("default/train-a", Reason.BELOW_THRESHOLD, "gpu", NOW)
+
+
+def _seed(server: RunningServer, name: str, node: str = "n1", **labels: str) -> PodTarget:
+    created = server.apply(pod(name, node_name=node, labels={**JOB, **labels}))
+    return PodTarget("default", name, created["metadata"]["uid"], node)
+
+
+def _pods(server: RunningServer) -> list[str]:
+    return [p["metadata"]["name"] for p in server.list("v1", "Pod", "default")]
+
+
+def _evictions(server: RunningServer, status: int | None = None) -> list[Any]:
+    found = server.history.find(subresource="eviction")
+    return [r for r in found if status is None or r.status == status]
+
+
+def _events(server: RunningServer, reason: str) -> list[dict[str, Any]]:
+    return [e for e in server.list("v1", "Event") if e["reason"] == reason]
+
+
+def test_restart_rank_evicts_its_pod_once_and_records_an_event(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    target = _seed(k8s_server, "train-a-3")
+    _seed(k8s_server, "train-a-4")
+    report = ObjectRef(
+        "StragglerReport", "train-a", "default", api_version="pacekeeper.dev/v1alpha1"
+    )
+
+    result = actuators.pods.restart_rank(target, _slow(actuators), rank=3, related=report)
+    again = actuators.pods.restart_rank(target, _slow(actuators), rank=3)
+
+    assert (result.outcome, again.outcome) == (Outcome.EVICTED, Outcome.GONE)
+    assert _pods(k8s_server) == ["train-a-4"]
+    (eviction,) = _evictions(k8s_server)
+    assert eviction.status == 201
+    assert eviction.body["deleteOptions"]["preconditions"]["uid"] == target.uid
+    (event,) = _events(k8s_server, "BelowThreshold")
+    assert event["involvedObject"]["uid"] == target.uid
+    assert event["action"] == "restartRank"
+    assert event["related"]["kind"] == "StragglerReport"
+    assert "rank 3" in event["message"]
+
+
+def test_a_replaced_pod_with_the_same_name_is_left_alone(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    stale = _seed(k8s_server, "train-a-0")
+    k8s_server.delete("v1", "Pod", "train-a-0", "default")  # the Job controller restarts it
+    fresh = _seed(k8s_server, "train-a-0")
+
+    result = actuators.pods.restart_rank(stale, _slow(actuators), rank=0)
+
+    assert result.outcome is Outcome.GONE
+    assert result.detail["replacedBy"] == fresh.uid
+    assert _evictions(k8s_server) == []
+    assert _pods(k8s_server) == ["train-a-0"]
+
+
+def test_a_budget_refusal_backs_off_and_keeps_the_pod(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    k8s_server.apply(pdb("train-a", JOB, min_available=2))
+    target = _seed(k8s_server, "train-a-0")
+    _seed(k8s_server, "train-a-1")
+
+    delays = []
+    for attempt in (0, 1, 2):
+        with pytest.raises(RetryLater) as caught:
+            actuators.pods.restart_rank(target, _slow(actuators), rank=0, attempt=attempt)
+        assert caught.value.reason == Reason.PDB_BLOCKED
+        delays.append(caught.value.delay_s)
+
+    assert delays == [10.0, 20.0, 40.0]
+    assert _pods(k8s_server) == ["train-a-0", "train-a-1"]
+    assert {r.status for r in _evictions(k8s_server)} == {429}
+    (blocked,) = _events(k8s_server, "PdbBlocked")  # one per decision, however many tries
+    assert blocked["type"] == "Warning"
+
+
+def test_delete_fallback_starts_only_after_the_policys_attempts(
+    k8s_server: RunningServer, k8s_api_client: Any, backoff_sleeps: list[float]
+) -> None:
+    actuators = KubernetesActuators(
+        k8s_api_client, delete_fallback_after=2, sleep=backoff_sleeps.append
+    )
+    k8s_server.apply(pdb("train-a", JOB, min_available=2))
+    target = _seed(k8s_server, "train-a-0")
+    _seed(k8s_server, "train-a-1")
+
+    with pytest.raises(RetryLater):
+        actuators.pods.restart_rank(target, _slow(actuators), attempt=1)
+    result = actuators.pods.restart_rank(target, _slow(actuators), attempt=2)
+
+    assert result.outcome is Outcome.DELETED
+    assert _pods(k8s_server) == ["train-a-1"]
+    (delete,) = k8s_server.history.find(verb="delete", plural="pods")
+    assert delete.body["preconditions"]["uid"] == target.uid
+    assert "fallback" in _events(k8s_server, "BelowThreshold")[0]["message"]
+
+
+def test_an_injected_500_on_eviction_is_retried_into_exactly_one_eviction(
+    k8s_server: RunningServer, actuators: KubernetesActuators, backoff_sleeps: list[float]
+) -> None:
+    target = _seed(k8s_server, "train-a-0")
+    k8s_server.inject(Fault(status=500, subresource="eviction"))
+
+    result = actuators.pods.restart_rank(target, _slow(actuators))
+
+    assert result.outcome is Outcome.EVICTED
+    assert [r.status for r in _evictions(k8s_server)] == [500, 201]
+    assert backoff_sleeps == [0.2]
+    assert len(_events(k8s_server, "BelowThreshold")) == 1
+
+
+def test_an_eviction_whose_answer_times_out_is_confirmed_not_repeated(
+    k8s_server: RunningServer, k8s_api_client: Any, backoff_sleeps: list[float]
+) -> None:
+    actuators = KubernetesActuators(
+        k8s_api_client, settings=RetrySettings(request_timeout_s=0.3), sleep=backoff_sleeps.append
+    )
+    target = _seed(k8s_server, "train-a-0")
+    k8s_server.inject(Fault(status=None, delay_s=1.0, subresource="eviction"))
+
+    result = actuators.pods.restart_rank(target, _slow(actuators), rank=0)
+
+    assert result.outcome is Outcome.EVICTED
+    assert len(_evictions(k8s_server)) == 1
+    assert _pods(k8s_server) == []
+    assert len(_events(k8s_server, "BelowThreshold")) == 1
+
+
+def test_drain_evicts_only_the_jobs_pods_on_that_node(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    for name in ("train-a-0", "train-a-1"):
+        _seed(k8s_server, name, node="n1")
+    _seed(k8s_server, "train-a-2", node="n2")
+    k8s_server.apply(pod("other-0", node_name="n1", labels={"job-name": "other"}))
+
+    first = actuators.pods.drain_job_from_node(
+        "n1", "default", "job-name=train-a", _slow(actuators)
+    )
+    second = actuators.pods.drain_job_from_node(
+        "n1", "default", "job-name=train-a", _slow(actuators)
+    )
+
+    assert sorted(first.evicted) == ["pod/default/train-a-0", "pod/default/train-a-1"]
+    assert second.pods == ()
+    assert _pods(k8s_server) == ["other-0", "train-a-2"]
+    assert len(_evictions(k8s_server, 201)) == 2
+    node_events = [
+        e for e in _events(k8s_server, "BelowThreshold") if e["involvedObject"]["kind"] == "Node"
+    ]
+    assert [e["action"] for e in node_events] == ["drainNode"]
+
+
+def test_drain_evicts_what_it_may_and_retries_the_protected_rest(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    k8s_server.apply(pdb("guarded", {"guard": "yes"}, min_available=1))
+    _seed(k8s_server, "train-a-0")
+    _seed(k8s_server, "train-a-1", guard="yes")
+
+    with pytest.raises(RetryLater) as caught:
+        actuators.pods.drain_job_from_node("n1", "default", "job-name=train-a", _slow(actuators))
+
+    assert caught.value.reason == Reason.PDB_BLOCKED
+    assert "train-a-1" in caught.value.detail
+    assert _pods(k8s_server) == ["train-a-1"]
+
+
+def test_drain_refuses_an_empty_selector(actuators: KubernetesActuators) -> None:
+    with pytest.raises(ValueError, match="non-empty label selector"):
+        actuators.pods.drain_job_from_node("n1", "default", " ", _slow(actuators))

@@ -5,14 +5,17 @@ effect, so every mode is measured as alternating blocks of steps without (A) and
 (B) timing inside one process pinned to one core; the figure is the median over pairs
 of B/A. Modes, all in the same run and on the same steps:
   aa            nothing timed in either block (the method's own noise)
-  bare_cupti    CUPTI CONCURRENT_KERNEL tracing, Python callback only counting records
+  bare_raw      CUPTI CONCURRENT_KERNEL tracing, raw buffer callback (ctypes) only counting
+  bare_cupti    CUPTI CONCURRENT_KERNEL tracing, cupti-python callback only counting records
   ours_i1       pacekeeper Detector, profiling_interval=1, every entry traced
   ours_default  pacekeeper Detector with its defaults
   nvrx          NVRx 0.7.0 Detector.detection_section(profile_cuda=True), interval 1
 Steps: launch-bound (100 x Linear(256), forward and backward) and GEMM-bound
 (4 x bf16 8192^3). Also generate_report time on one rank, ours vs NVRx.
 
-Prints a table and writes JSON to --out (default $OUT, else bench/results).
+Every block of a tracing mode (A and B alike) ends with a CUPTI flush inside the timed
+region, so the cost of handling a block's records lands in that block and not in the
+next one. Prints a table and writes JSON to --out (default $OUT, else bench/results).
 """
 
 from __future__ import annotations
@@ -74,11 +77,56 @@ class Mode:
     def block_end(self) -> None:
         pass
 
+    def flush(self) -> None:
+        pass
+
     def wrap(self, step: Step) -> Step:
         return step
 
     def teardown(self) -> None:
         pass
+
+
+def cupti_flush() -> None:
+    from cupti import cupti
+
+    cupti.activity_flush_all(0)
+
+
+class BareRaw(Mode):
+    name = "bare_raw"
+
+    def setup(self) -> None:
+        import ctypes
+
+        from cupti import cupti
+
+        from pacekeeper.cupti_ext.cupti_backend import RawBuffers, loaded_libcupti
+
+        self.c = cupti
+        cupti.get_timestamp()
+        self.count = 0
+        size = int(cupti.activity_kernel10_dtype.itemsize)
+
+        def on_bytes(raw: Any) -> None:
+            self.count += len(raw) // size
+
+        path = loaded_libcupti()
+        assert path is not None, "libcupti is not loaded"
+        self.raw = RawBuffers(ctypes.CDLL(path), 1 << 20, on_bytes)
+        self.raw.register()
+
+    def block_start(self) -> None:
+        self.c.activity_enable(self.c.ActivityKind.CONCURRENT_KERNEL)
+
+    def block_end(self) -> None:
+        self.c.activity_disable(self.c.ActivityKind.CONCURRENT_KERNEL)
+
+    flush = staticmethod(cupti_flush)
+
+    def teardown(self) -> None:
+        self.c.activity_flush_all(1)
+        self.c.finalize()
 
 
 class BareCupti(Mode):
@@ -103,6 +151,8 @@ class BareCupti(Mode):
 
     def block_end(self) -> None:
         self.c.activity_disable(self.c.ActivityKind.CONCURRENT_KERNEL)
+
+    flush = staticmethod(cupti_flush)
 
     def teardown(self) -> None:
         self.c.activity_flush_all(1)
@@ -139,6 +189,8 @@ class Ours(Mode):
 
         return wrapped
 
+    flush = staticmethod(cupti_flush)
+
     def teardown(self) -> None:
         self.det.shutdown()
         os.environ.pop("PACEKEEPER_KERNEL_SAMPLE_EVERY", None)
@@ -162,18 +214,22 @@ class Nvrx(Mode):
 
         return wrapped
 
+    flush = staticmethod(cupti_flush)
+
     def teardown(self) -> None:
         self.det.shutdown()
 
 
-def run_block(step: Step, steps: int) -> float:
+def run_block(step: Step, steps: int, flush: Callable[[], None] = lambda: None) -> float:
     import torch
 
     torch.cuda.synchronize()
+    flush()
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
     torch.cuda.synchronize()
+    flush()
     return (time.perf_counter() - t0) / steps
 
 
@@ -185,20 +241,20 @@ def measure(mode: Mode, step: Step, pairs: int, block: int) -> dict[str, Any]:
     def run_b() -> float:
         mode.block_start()
         try:
-            return run_block(timed, block)
+            return run_block(timed, block, mode.flush)
         finally:
             mode.block_end()
 
-    run_block(step, block // 2)  # warm both paths
+    run_block(step, block // 2, mode.flush)  # warm both paths
     run_b()
     for i in range(pairs):
         # ABBA ordering cancels a slow drift within a pair.
         if i % 2 == 0:
-            a_times.append(run_block(step, block))
+            a_times.append(run_block(step, block, mode.flush))
             b_times.append(run_b())
         else:
             b_times.append(run_b())
-            a_times.append(run_block(step, block))
+            a_times.append(run_block(step, block, mode.flush))
     ratios = np.array(b_times) / np.array(a_times)
     return {
         "a_step_ms_median": statistics.median(a_times) * 1e3,
@@ -207,6 +263,8 @@ def measure(mode: Mode, step: Step, pairs: int, block: int) -> dict[str, Any]:
         "ratio_p25": float(np.percentile(ratios, 25)),
         "ratio_p75": float(np.percentile(ratios, 75)),
         "added_step_us_median": float(np.median(np.array(b_times) - np.array(a_times)) * 1e6),
+        "a_step_ms": [round(t * 1e3, 4) for t in a_times],
+        "b_step_ms": [round(t * 1e3, 4) for t in b_times],
     }
 
 
@@ -295,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--core", type=int, default=2)
     ap.add_argument("--report-repeats", type=int, default=12)
     ap.add_argument("--workloads", default="launch_bound,gemm_bound")
-    ap.add_argument("--modes", default="aa,bare_cupti,ours_i1,ours_default,nvrx")
+    ap.add_argument("--modes", default="aa,bare_raw,bare_cupti,ours_i1,ours_default,nvrx")
     ap.add_argument(
         "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
     )
@@ -308,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = build_steps()
     modes: dict[str, Callable[[], Mode]] = {
         "aa": Mode,
+        "bare_raw": BareRaw,
         "bare_cupti": BareCupti,
         "ours_i1": lambda: Ours("ours_i1", 1),
         "ours_default": lambda: Ours("ours_default", None),
@@ -325,7 +384,12 @@ def main(argv: list[str] | None = None) -> int:
             "host_cores": os.cpu_count(),
             "pinned_core": args.core,
         },
-        "method": {"pairs": args.pairs, "block_steps": args.block, "order": "ABBA"},
+        "method": {
+            "pairs": args.pairs,
+            "block_steps": args.block,
+            "order": "ABBA",
+            "flush_in_block": True,
+        },
         "ours_default_sample_every": DEFAULT_SAMPLE_EVERY,
         "workloads": {},
     }
@@ -348,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     with contextlib.suppress(Exception):
                         mode.teardown()
-                print(wname, mname, json.dumps(wres["modes"][mname]), flush=True)
+                brief = {k: v for k, v in wres["modes"][mname].items() if not k.endswith("_ms")}
+                print(wname, mname, json.dumps(brief), flush=True)
                 result["workloads"][wname] = wres
                 save(result, args.out)
         result["generate_report"] = bench_reports(steps["launch_bound"], args.report_repeats)

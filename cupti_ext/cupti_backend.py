@@ -33,7 +33,10 @@ from .records import (
     KernelBatch,
     RecordLayout,
     decode_addresses,
+    decode_span,
+    memory_view,
     record_addresses,
+    record_offsets,
 )
 
 logger = logging.getLogger(__name__)
@@ -47,6 +50,77 @@ INJECTION_ENV = ("CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID", "NV_NSIGH
 OTHER_SECTION = "<other>"
 _KEY_STRIDE = 1 << 32
 _MARKER_CANDIDATES = ("cuDriverGetVersion", "cuDeviceGetCount")
+
+
+_BufferRequested = ctypes.CFUNCTYPE(
+    None,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.c_size_t),
+    ctypes.POINTER(ctypes.c_size_t),
+)
+_BufferCompleted = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
+)
+
+
+def loaded_libcupti() -> str | None:
+    """Path of the libcupti this process has loaded (the one cupti-python uses)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if "libcupti.so" in line:
+                    return line.split(maxsplit=5)[-1].strip()
+    except OSError:
+        return None
+    return None
+
+
+class RawBuffers:
+    """CUPTI buffer callbacks registered through ctypes, handing over raw bytes.
+
+    cupti-python's own callback builds one Python object per record while holding the
+    GIL, which the training thread needs to launch kernels; here CUPTI calls us once per
+    buffer and the records are decoded with numpy (records.record_offsets/decode_span).
+    """
+
+    def __init__(self, libcupti: ctypes.CDLL, size: int, on_bytes: Callable[[Any], None]) -> None:
+        self._lib = libcupti
+        self._size = size
+        self._on_bytes = on_bytes
+        self._free: list[Any] = []
+        self._live: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        # Keep the C callbacks alive as long as CUPTI may call them.
+        self._requested = _BufferRequested(self._request)
+        self._completed = _BufferCompleted(self._complete)
+
+    def register(self) -> None:
+        status = self._lib.cuptiActivityRegisterCallbacks(self._requested, self._completed)
+        if status != 0:
+            raise CuptiUnavailable(f"cuptiActivityRegisterCallbacks returned {status}")
+
+    def _request(self, buf: Any, size: Any, max_records: Any) -> None:
+        try:
+            with self._lock:
+                block = self._free.pop() if self._free else ctypes.create_string_buffer(self._size)
+                addr = ctypes.addressof(block)
+                self._live[addr] = block
+            buf[0] = addr
+            size[0] = self._size
+            max_records[0] = 0
+        except Exception:
+            buf[0] = None
+            size[0] = 0
+
+    def _complete(self, ctx: Any, stream: int, buf: int, size: int, valid: int) -> None:
+        try:
+            if buf and valid:
+                self._on_bytes(memory_view(buf, valid))
+        finally:
+            with self._lock:
+                block = self._live.pop(buf, None) if buf else None
+                if block is not None and len(self._free) < 16:
+                    self._free.append(block)
 
 
 class CuptiUnavailable(RuntimeError):
@@ -107,6 +181,7 @@ class CuptiBackend:
         bucket_shapes: bool = True,
         comm_pattern: Any = None,
         cupti_module: Any = None,
+        raw_buffers: bool = True,
     ) -> None:
         self.sample_every = sample_every_from_env() if sample_every is None else sample_every
         if self.sample_every < 1:
@@ -150,9 +225,19 @@ class CuptiBackend:
         self._received = 0
         self._markers_sent = 0
         self._probe_seen = False
+        self._unparsed_buffers = 0
         self._failures: dict[str, int] = {}
         self._dropped_count = ctypes.c_size_t(0)
         self._profiler_enabled = _torch_profiler_probe()
+        self._raw: RawBuffers | None = None
+        if raw_buffers:
+            c.get_timestamp()  # loads libcupti
+            path = loaded_libcupti()
+            if path is not None:
+                try:
+                    self._raw = RawBuffers(ctypes.CDLL(path), buffer_size, self._on_bytes)
+                except (OSError, AttributeError) as e:
+                    logger.info("raw CUPTI buffers unavailable", extra={"error": repr(e)})
         self._marker, self._marker_cbid = self._pick_marker()
 
     # --- CUPTI attach / detach -----------------------------------------------------
@@ -162,8 +247,16 @@ class CuptiBackend:
 
     def _attach(self) -> None:
         c = self._c
-        c.activity_register_callbacks(self._buffer_requested, self._on_buffer)
+        if self._raw is not None:
+            self._raw.register()
+        else:
+            c.activity_register_callbacks(self._buffer_requested, self._on_buffer)
         c.activity_enable(c.ActivityKind.EXTERNAL_CORRELATION)
+
+    @property
+    def buffer_path(self) -> str:
+        """``raw`` (ctypes, bulk numpy walk) or ``objects`` (cupti-python's record list)."""
+        return "raw" if self._raw is not None else "objects"
 
     def _pick_marker(self) -> tuple[Callable[[], Any], int]:
         """Attach, and find a driver call CUPTI traces that we can use as the marker."""
@@ -310,6 +403,22 @@ class CuptiBackend:
             decoded = decode_addresses(record_addresses(activities), self._layout)
             with self._lock:
                 self._received += n
+                self._process(decoded)
+        except Exception as e:
+            self._fail("buffer", e)
+
+    def _on_bytes(self, raw: Any) -> None:
+        try:
+            offsets, whole = record_offsets(raw, self._layout)
+            decoded = decode_span(raw, offsets, self._layout)
+            with self._lock:
+                self._received += len(offsets)
+                if not whole:
+                    self._unparsed_buffers += 1
+                    if self._unparsed_buffers == 1:
+                        logger.warning(
+                            "CUPTI buffer with an unexpected record layout; its tail is skipped"
+                        )
                 self._process(decoded)
         except Exception as e:
             self._fail("buffer", e)

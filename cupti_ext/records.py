@@ -93,6 +93,51 @@ class DecodedBuffer:
     """Records of kinds we do not decode."""
 
 
+def record_offsets(raw: U8, layout: RecordLayout) -> tuple[I64, bool]:
+    """Start offsets of the records packed in ``raw`` (a CUPTI buffer's valid bytes).
+
+    Records are back to back, each as long as its kind's struct, so finding them is a
+    walk; but nearly all are kernel records, so runs of them are checked in one
+    vectorized step and Python only steps over the rare other records (section
+    markers). Returns the offsets and whether the walk ended exactly at the end (False:
+    an unknown kind or a size mismatch; the rest of the buffer is not trusted).
+    """
+    n = len(raw)
+    kinds = raw[: n - n % 4].view(np.int32)
+    ksize = int(layout.kernel_dtype.itemsize)
+    known = {
+        layout.kernel_kind: ksize,
+        layout.external_kind: int(layout.external_dtype.itemsize),
+        layout.driver_kind: int(layout.api_dtype.itemsize),
+        layout.runtime_kind: int(layout.api_dtype.itemsize),
+    }
+    parts: list[I64] = []
+    o = 0
+    while o < n:
+        if o % 4:
+            return _joined(parts), False
+        run_max = (n - o) // ksize
+        if run_max:
+            starts = o + ksize * np.arange(run_max, dtype=np.int64)
+            is_kernel = kinds[starts // 4] == layout.kernel_kind
+            run = run_max if bool(is_kernel.all()) else int(np.argmin(is_kernel))
+            if run:
+                parts.append(starts[:run])
+                o += ksize * run
+                continue
+        kind = int(kinds[o // 4]) if o + 4 <= n else -1
+        size = known.get(kind)
+        if size is None or kind == layout.kernel_kind or o + size > n:
+            return _joined(parts), False
+        parts.append(np.array([o], dtype=np.int64))
+        o += size
+    return _joined(parts), o == n
+
+
+def _joined(parts: list[I64]) -> I64:
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
 def record_addresses(activities: Sequence[Any]) -> U64:
     """The address of every record object's data, without a Python loop per record."""
     return np.fromiter(map(_PTR, activities), dtype=np.uint64, count=len(activities))

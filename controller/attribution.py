@@ -46,8 +46,6 @@ class NodeDigest:
     unknown: int = 0
     below: list[int] = field(default_factory=list)
     min_score: float | None = None
-    pods: list[str] = field(default_factory=list)
-    ray_node_ids: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -60,8 +58,6 @@ class Digest:
     measured: int
     below: dict[int, float]
     """Rank -> score, for ranks strictly below ``thresholds.act``."""
-    ok: set[int]
-    """Ranks known to be at or above ``thresholds.act`` (their streaks end)."""
     unknown: list[int]
     insufficient: list[int]
     nodes: dict[NodeName, NodeDigest]
@@ -71,8 +67,33 @@ class Digest:
     """Pod of each below rank (Kubernetes reports)."""
     listed: int
     """Ranks listed in the report."""
+    report: ScoreReport
+
+    def is_ok(self, rank: int) -> bool:
+        """Listed with a usable score at or above ``thresholds.act`` (its streak ends)."""
+        if rank in self.below or rank in self.unknown or rank in self.insufficient:
+            return False
+        if self._listed is None:
+            self._listed = {r.rank for r in self.report.ranks}
+        return rank in self._listed
+
+    def placement(self, node: NodeName) -> tuple[list[str], list[str]]:
+        """Pods and Ray node ids of the job on ``node`` (off the hot path: only an
+        action needs them)."""
+        pods: list[str] = []
+        ray_ids: list[str] = []
+        for r in self.report.ranks:
+            if r.node != node:
+                continue
+            if r.pod:
+                pods.append(r.pod)
+            if r.ray_node_id and r.ray_node_id not in ray_ids:
+                ray_ids.append(r.ray_node_id)
+        return pods, ray_ids
+
     worst_rank: int | None
     worst_score: float | None
+    _listed: set[int] | None = None
 
     def node_state(self, node: NodeName, recover: float) -> str:
         """``recovered`` | ``below`` | ``between`` | ``unknown`` | ``absent``."""
@@ -107,9 +128,23 @@ def score_getter(sel: ScoreSelector) -> Callable[[RankScores], float | None]:
             name = sel.section or ""
             return lambda r: r.section_individual.get(name)
         case ScoreKind.WORST:
-            return lambda r: r.worst_score()
+            return _worst
         case _:
             assert_never(sel.kind)
+
+
+def _worst(r: RankScores) -> float | None:
+    """``RankScores.worst_score`` without building lists: this runs once per rank per
+    report (16,384 times for a large job) and dominates the decision time."""
+    low = r.gpu_relative
+    v = r.gpu_individual
+    if v is not None and (low is None or v < low):
+        low = v
+    for section in (r.section_relative, r.section_individual):
+        for v in section.values():
+            if v is not None and (low is None or v < low):
+                low = v
+    return low
 
 
 def samples_getter(sel: ScoreSelector) -> Callable[[RankScores], int]:
@@ -137,7 +172,7 @@ def digest(report: ScoreReport, policy: Policy) -> Digest:
     act = policy.thresholds.act
     min_samples = policy.persistence.min_samples
     below: dict[int, float] = {}
-    ok: set[int] = set()
+    ok_count = 0
     unknown: list[int] = []
     insufficient: list[int] = []
     nodes: dict[NodeName, NodeDigest] = {}
@@ -145,62 +180,62 @@ def digest(report: ScoreReport, policy: Policy) -> Digest:
     pod_of: dict[int, str] = {}
     worst_rank: int | None = None
     worst_score: float | None = None
+    last_node = None
+    nd = NodeDigest()
+    # The hot loop (once per rank per report): ranks of a node come together, so the
+    # node's digest is looked up once per node, not once per rank.
     for r in report.ranks:
-        node = NodeName(r.node)
-        nd = nodes.get(node)
-        if nd is None:
-            nd = nodes[node] = NodeDigest()
+        if r.node != last_node:
+            last_node = r.node
+            found = nodes.get(NodeName(last_node))
+            if found is None:
+                found = nodes[NodeName(last_node)] = NodeDigest()
+            nd = found
         nd.ranks += 1
-        if r.pod:
-            nd.pods.append(r.pod)
-        if r.ray_node_id and r.ray_node_id not in nd.ray_node_ids:
-            nd.ray_node_ids.append(r.ray_node_id)
         s = get(r)
         if s is None:
             nd.unknown += 1
             unknown.append(r.rank)
             continue
-        if samples(r) < min_samples:
+        if min_samples and samples(r) < min_samples:
             nd.unknown += 1
             insufficient.append(r.rank)
             continue
         nd.measured += 1
         if nd.min_score is None or s < nd.min_score:
             nd.min_score = s
-        if worst_score is None or s < worst_score:
-            worst_score, worst_rank = s, r.rank
+            if worst_score is None or s < worst_score:
+                worst_score, worst_rank = s, r.rank
         if s < act:
             below[r.rank] = s
             nd.below.append(r.rank)
-            node_of[r.rank] = node
+            node_of[r.rank] = NodeName(last_node)
             if r.pod:
                 pod_of[r.rank] = r.pod
         else:
-            ok.add(r.rank)
-    measured = len(below) + len(ok)
+            ok_count += 1
+    measured = len(below) + ok_count
     if report.truncated:
-        _fill_truncated(report, act, ok, nodes)
+        _fill_truncated(report, act, nodes)
     return Digest(
         at=report.generated_at,
         sequence=report.sequence,
         world_size=report.summary.world_size or len(report.ranks),
         measured=measured,
         below=below,
-        ok=ok,
         unknown=unknown,
         insufficient=insufficient,
         nodes=nodes,
         node_of=node_of,
         pod_of=pod_of,
         listed=len(report.ranks),
+        report=report,
         worst_rank=worst_rank,
         worst_score=worst_score,
     )
 
 
-def _fill_truncated(
-    report: ScoreReport, act: float, ok: set[int], nodes: dict[NodeName, NodeDigest]
-) -> None:
+def _fill_truncated(report: ScoreReport, act: float, nodes: dict[NodeName, NodeDigest]) -> None:
     for ns in report.summary.nodes:
         name = NodeName(ns.node)
         nd = nodes.get(name)

@@ -210,6 +210,8 @@ class _Run:
                 ns, marks=marks, cooldown_until=cooldown_until, cooldown_cause=cause
             )
         for name, nv in self.view.nodes.items():
+            if not nv.our_marks:
+                continue
             known = nodes.get(name) or NodeState()
             orphans = {
                 k: MarkRecord(
@@ -337,7 +339,7 @@ class _Run:
         for r in list(streaks):
             if r in d.below:
                 continue
-            if r in d.ok or r >= d.world_size:
+            if r >= d.world_size or d.is_ok(r):
                 del streaks[r]
                 continue
             nd = d.nodes.get(streaks[r].node)
@@ -537,10 +539,10 @@ class _Run:
             case ActionKind.RESTART_RANK:
                 ev["pods"] = [d.pod_of[r] for r in ranks if r in d.pod_of]
             case ActionKind.DRAIN_NODE:
-                nd = d.nodes[node]
-                ev |= {"pods": list(nd.pods), "rayNodeIds": list(nd.ray_node_ids)}
+                pods, ray_ids = d.placement(node)
+                ev |= {"pods": pods, "rayNodeIds": ray_ids}
             case ActionKind.NOTIFY | ActionKind.TAINT_NODE | ActionKind.CORDON_NODE:
-                ev["rayNodeIds"] = list(d.nodes[node].ray_node_ids)
+                ev["rayNodeIds"] = d.placement(node)[1]
             case _:
                 assert_never(step)
         simulated = not ctx.enforce

@@ -1,0 +1,170 @@
+"""Decision time of the pure controller core for one 16,384-rank report.
+
+``engine.decide`` on a job of 16,384 ranks (2,048 nodes of 8), each rank with GPU
+relative/individual scores and 4 sections. Cases: a healthy job, one slow rank taking a
+ladder step, a fleet-wide pattern (structural imbalance), the bounded Kubernetes form
+of the report, a recheck without new data, and five new reports at once. Report parsing
+is not included (the shell validates a report once when it arrives). Goal: under 50 ms.
+
+Run: .venv/bin/python bench/controller_decide.py [ranks]
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _table import emit
+
+from pacekeeper.controller.engine import decide
+from pacekeeper.controller.observations import (
+    ClusterView,
+    JobKey,
+    JobView,
+    NodeName,
+    NodeView,
+    Window,
+)
+from pacekeeper.controller.policy import PolicyDocument, parse_policy_document
+from pacekeeper.controller.state import State
+from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SECTIONS = ("step", "forward", "backward", "optimizer")
+REPEATS = 15
+GOAL_MS = 50.0
+
+
+def make_report(ranks: int, seq: int, slow: dict[int, float], rng: random.Random) -> ScoreReport:
+    rows = []
+    for r in range(ranks):
+        base = slow.get(r, 1.0)
+        jitter = [min(1.0, base * (0.97 + 0.03 * rng.random())) for _ in range(6)]
+        rows.append(
+            RankScores(
+                rank=r,
+                node=f"gpu-{r // 8:05d}",
+                pod=f"train-worker-{r}",
+                gpu_relative=jitter[0],
+                gpu_individual=jitter[1],
+                section_relative=dict(zip(SECTIONS, jitter[2:], strict=True)),
+                section_individual=dict.fromkeys(SECTIONS, 1.0),
+                section_samples=40,
+                kernel_samples=800,
+            )
+        )
+    return ScoreReport.build(
+        job=JobIdentity(platform=Platform.KUBERNETES, namespace="ml", name="llm"),
+        sequence=seq,
+        generated_at=T0 + timedelta(seconds=60 * seq),
+        window_s=60.0,
+        ranks=rows,
+    )
+
+
+def policy(kind: str) -> PolicyDocument:
+    return parse_policy_document(
+        {
+            "mode": "enforce",
+            "defaultPolicy": "p",
+            "policies": {
+                "p": {
+                    "score": {"kind": kind},
+                    "warmup": {"afterJobStartS": 0, "afterActionS": 0},
+                    "budgets": {"betweenActionsS": 0},
+                    "ladder": {
+                        "notify": {"enabled": True, "timeoutS": 60},
+                        "taintNode": {"enabled": True, "timeoutS": 60},
+                        "cordonNode": {"enabled": True},
+                    },
+                }
+            },
+        },
+        "bench",
+    )
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, float]:
+    fn()  # warm
+    samples = []
+    for _ in range(REPEATS):
+        t = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
+
+
+def main() -> None:
+    ranks = int(sys.argv[1]) if len(sys.argv) > 1 else 16_384
+    rng = random.Random(0)
+    nodes = {
+        NodeName(f"gpu-{n:05d}"): NodeView(NodeName(f"gpu-{n:05d}")) for n in range(ranks // 8)
+    }
+    cluster = ClusterView(nodes=nodes)
+    slow_one = {5: 0.5}
+    fleet = {r: 0.6 for r in range(0, ranks, 8)[: ranks // 32]}  # 1 rank on a quarter of nodes
+    healthy = [make_report(ranks, s, {}, rng) for s in range(1, 6)]
+    slow = [make_report(ranks, s, slow_one, rng) for s in range(1, 6)]
+    structural = make_report(ranks, 4, fleet, rng)
+    compact = slow[3].compact()
+
+    def job(reports: list[ScoreReport]) -> JobView:
+        return JobView(JobKey("ml/llm"), tuple(reports), namespace="ml", name="llm", started_at=T0)
+
+    def state_after(doc: PolicyDocument, reports: list[ScoreReport]) -> State:
+        st = State()
+        for i in range(1, len(reports)):
+            now = reports[i - 1].generated_at
+            st = decide(Window((job(reports[:i]),), cluster), st, doc, now).next_state
+        return st
+
+    rows = []
+    for kind in ("gpuRelative", "worst"):
+        doc = policy(kind)
+        warm_slow = state_after(doc, slow[:4])  # the 4th report takes the taint step
+        warm_healthy = state_after(doc, healthy)
+        now = slow[3].generated_at
+        cases: list[tuple[str, Window, State, int]] = [
+            ("healthy", Window((job(healthy),), cluster), warm_healthy, 1),
+            ("slow rank: taint", Window((job(slow[:4]),), cluster), warm_slow, 1),
+            ("fleet pattern", Window((job([structural]),), cluster), State(), 1),
+            ("k8s bounded form", Window((job([compact]),), cluster), State(), 1),
+            ("recheck, no new data", Window((job(slow[:4]),), cluster), State(), 0),
+            ("4 reports at once", Window((job(slow[:4]),), cluster), State(), 4),
+        ]
+        for name, window, given, new in cases:
+            st = decide(window, warm_slow, doc, now).next_state if new == 0 else given
+            first = decide(window, st, doc, now)
+            median, p95 = timed(lambda w=window, s=st, p=doc, t=now: decide(w, s, p, t))
+            listed = len(window.jobs[0].reports[-1].ranks)
+            rows.append(
+                {
+                    "score": kind,
+                    "case": name,
+                    "listed": listed,
+                    "new": new,
+                    "outcome": ", ".join(sorted({d.reason.value for d in first.decisions})),
+                    "median ms": round(median, 2),
+                    "p95 ms": round(p95, 2),
+                    "ms/report": round(median / max(new, 1), 2),
+                    "goal": "ok" if median / max(new, 1) < GOAL_MS else "MISSED",
+                }
+            )
+    emit(
+        "controller_decide",
+        rows,
+        title=f"engine.decide on one {ranks:,}-rank job (goal < {GOAL_MS:g} ms per report)",
+        meta={"ranks": ranks, "repeats": REPEATS, "sections": len(SECTIONS), "goal_ms": GOAL_MS},
+    )
+
+
+if __name__ == "__main__":
+    main()

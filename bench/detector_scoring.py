@@ -32,7 +32,7 @@ SECTIONS = 8
 REPEATS = 5
 
 
-def simulate(ranks: int, seed: int = 0) -> tuple[list[RankPayload], dict[int, str]]:
+def simulate(ranks: int, seed: int = 0) -> tuple[list[RankPayload], dict[int, str], set[int]]:
     """Payloads as ranks would send them: same kernels (a few ranks miss some), noise,
     and a handful of slow ranks."""
     rng = np.random.default_rng(seed)
@@ -63,7 +63,7 @@ def simulate(ranks: int, seed: int = 0) -> tuple[list[RankPayload], dict[int, st
                 gpu_individual=1.0 / factor,
             )
         )
-    return payloads, names
+    return payloads, names, slow
 
 
 def _time(fn, repeats: int = REPEATS) -> tuple[float, float, object]:  # type: ignore[no-untyped-def]
@@ -80,7 +80,7 @@ def _time(fn, repeats: int = REPEATS) -> tuple[float, float, object]:  # type: i
 
 def main() -> None:
     ranks = int(sys.argv[1]) if len(sys.argv) > 1 else 16_384
-    payloads, names = simulate(ranks)
+    payloads, names, slow = simulate(ranks)
 
     best, med, scores = _time(
         lambda: score_payloads(payloads, names, relative=True, individual=True)
@@ -138,6 +138,7 @@ def main() -> None:
             "sections_per_rank": SECTIONS,
             "goal_ms": 200,
             "slow_ranks_flagged": len(flagged),
+            "flagged_are_exactly_the_slowed": {s.rank for s in flagged} == slow,
             "full_json_bytes": len(sr.to_json()),  # type: ignore[attr-defined]
             "compact_json_bytes": len(compact.to_json()),  # type: ignore[attr-defined]
             "compact_ranks_kept": len(compact.ranks),  # type: ignore[attr-defined]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
+from pacekeeper.controller.operator_cli import operator_app
 from pacekeeper.controller.policy_cli import policy_app
 
 app = typer.Typer(no_args_is_help=True, help="pacekeeper: find slow ranks and act on them, safely.")
 app.add_typer(policy_app, name="policy")
+app.add_typer(operator_app, name="operator")
 
 
 @app.command()
@@ -18,5 +23,36 @@ def demo() -> None:
     raise typer.Exit(run_demo())
 
 
+@app.command()
+def simulate(  # noqa: PLR0917 - one parameter per option
+    scenario: Annotated[str, typer.Option(help="Scenario (docs/simulator.md).")] = "slow-gpu-20",
+    ranks: Annotated[int, typer.Option(min=1)] = 256,
+    duration: Annotated[float, typer.Option(help="Simulated seconds.")] = 1800.0,
+    seed: int = 0,
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG heatmap here.")] = None,
+    trace: Annotated[Path | None, typer.Option(help="Write ScoreReports as JSONL.")] = None,
+    policy: Annotated[Path | None, typer.Option(help="Policy YAML.")] = None,
+) -> None:
+    """Simulate a job with a straggler scenario through the real scoring and decision core."""
+    from pacekeeper.controller.simulation.commands import simulate_command
+
+    raise typer.Exit(simulate_command(scenario, ranks, duration, seed, plot, trace, policy))
+
+
+@app.command()
+def replay(
+    policy: Annotated[Path, typer.Option(help="Policy YAML to backtest.")],
+    trace: Annotated[Path, typer.Option(help="JSONL of ScoreReport wire dicts.")],
+) -> None:
+    """Backtest a policy on recorded ScoreReports before enforcing it."""
+    from pacekeeper.controller.simulation.commands import replay_command
+
+    raise typer.Exit(replay_command(policy, trace))
+
+
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

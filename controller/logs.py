@@ -44,3 +44,7 @@ def configure(fmt: str = "json", level: str = "info") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    if root.level > logging.DEBUG:
+        # Kopf logs each handler run at INFO with its settings attached; our own
+        # decision and action lines say what matters.
+        logging.getLogger("kopf").setLevel(logging.WARNING)

@@ -1,0 +1,291 @@
+"""The Kopf runtime around the core: watches, a per-job work queue, leader election.
+
+Kopf watches StragglerReports, opted-in pods and nodes; each event only *enqueues* the
+job it concerns. One worker drains the queue in due order and runs the level-based
+``Reconciler.reconcile_job`` in a thread; the answer's ``recheck_at`` (ladder timeouts,
+warm-ups, cooldowns, budget backoffs) re-enqueues the job, and a resync timer catches
+anything a dropped watch event missed. Only the Lease holder runs Kopf at all, and the
+reconciler checks leadership again before every write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pacekeeper.controller.leader import LeaseElector
+from pacekeeper.controller.metrics import ControllerMetrics
+from pacekeeper.controller.observations import JobKey
+from pacekeeper.controller.policy import Mode, PolicyDocument
+from pacekeeper.controller.reconcile import RETRY_SOON_S, Reconciler
+from pacekeeper.controller.sources.kubernetes import DETECT_ANNOTATION, JOB_NAME_LABELS
+from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorConfig:
+    namespace: str
+    """The controller's own namespace (Lease, state ConfigMap)."""
+    identity: str
+    leader_election: bool = True
+    lease_name: str = "pacekeeper-controller"
+    resync_s: float = 30.0
+    metrics_port: int = 0
+    """0: no metrics endpoint."""
+    owner: str = "pacekeeper"
+
+
+class WorkQueue:
+    """Due times per job; a key enqueued twice keeps the earlier time (no storms)."""
+
+    def __init__(self, loop_time: Callable[[], float]) -> None:
+        self._due: dict[JobKey, float] = {}
+        self._wake = asyncio.Event()
+        self._time = loop_time
+
+    def add(self, key: JobKey, delay_s: float = 0.0) -> None:
+        when = self._time() + max(0.0, delay_s)
+        if key not in self._due or when < self._due[key]:
+            self._due[key] = when
+            self._wake.set()
+
+    def forget(self, key: JobKey) -> None:
+        self._due.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    async def next(self) -> JobKey:
+        while True:
+            now = self._time()
+            if self._due:
+                key, when = min(self._due.items(), key=lambda kv: kv[1])
+                if when <= now:
+                    del self._due[key]
+                    return key
+                timeout: float | None = when - now
+            else:
+                timeout = None
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+
+def _job_of_pod(body: Any) -> JobKey | None:
+    meta = body.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    for label in JOB_NAME_LABELS:
+        if labels.get(label):
+            return JobKey(f"{meta.get('namespace')}/{labels[label]}")
+    return None
+
+
+def connection_info(api_client: Any) -> Any:
+    """Kopf logs in with exactly the credentials of our own client (in-cluster token,
+    kubeconfig, or ``--kubeconfig``), so both always talk to the same API server."""
+    import kopf
+
+    cfg = api_client.configuration
+    auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    scheme, token = None, None
+    if auth:
+        scheme, _, token = str(auth).partition(" ")
+        if not token:
+            scheme, token = "Bearer", scheme
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        scheme=scheme,
+        token=token,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+        username=cfg.username or None,
+        password=cfg.password or None,
+    )
+
+
+def build_registry(reconciler: Reconciler, config: OperatorConfig, api_client: Any) -> Any:
+    """A private Kopf registry (no global handlers, so tests can run several)."""
+    import kopf
+
+    registry = kopf.OperatorRegistry()
+    state: dict[str, Any] = {}
+
+    @kopf.on.login(registry=registry)
+    def _login(**_: Any) -> Any:
+        return connection_info(api_client)
+
+    def queue() -> WorkQueue:
+        q: WorkQueue = state["queue"]
+        return q
+
+    @kopf.on.startup(registry=registry)
+    async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # We persist nothing through Kopf: no finalizers, no progress annotations,
+        # no Events about handlers. Our state lives in status and the state ConfigMap.
+        settings.posting.enabled = False
+        settings.persistence.finalizer = "pacekeeper.dev/unused-finalizer"
+        settings.watching.server_timeout = 60
+        settings.watching.client_timeout = 70
+        loop = asyncio.get_running_loop()
+        state["queue"] = WorkQueue(loop.time)
+        state["worker"] = asyncio.create_task(_worker(reconciler, queue(), config))
+        state["resync"] = asyncio.create_task(_resync(reconciler, queue(), config))
+
+    @kopf.on.cleanup(registry=registry)
+    async def _cleanup(**_: Any) -> None:
+        for name in ("worker", "resync"):
+            task = state.get(name)
+            if task is not None:
+                task.cancel()
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def _report_event(event: dict[str, Any], namespace: str, name: str, **_: Any) -> None:
+        key = JobKey(f"{namespace}/{name}")
+        if "queue" not in state:
+            return
+        if event.get("type") == "DELETED":
+            queue().forget(key)
+            return
+        queue().add(key)
+
+    @kopf.on.event(
+        "", "v1", "pods", annotations={DETECT_ANNOTATION: kopf.PRESENT}, registry=registry
+    )
+    async def _pod_event(body: Any, **_: Any) -> None:
+        key = _job_of_pod(body)
+        if key is not None and "queue" in state:
+            queue().add(key, delay_s=1.0)  # pods come in bursts: let them settle
+
+    return registry
+
+
+async def _worker(reconciler: Reconciler, queue: WorkQueue, config: OperatorConfig) -> None:
+    while True:
+        key = await queue.next()
+        try:
+            result = await asyncio.to_thread(reconciler.reconcile_job, key)
+        except Exception:
+            logger.exception("reconcile failed", extra={"job": key})
+            queue.add(key, RETRY_SOON_S)
+            continue
+        delay = config.resync_s
+        if result.recheck_at is not None:
+            delay = min(delay, (result.recheck_at - datetime.now(UTC)).total_seconds())
+        queue.add(key, max(0.0, delay))
+
+
+async def _resync(reconciler: Reconciler, queue: WorkQueue, config: OperatorConfig) -> None:
+    while True:
+        try:
+            keys = await asyncio.to_thread(reconciler.known_jobs)
+            for key in keys:
+                queue.add(key, config.resync_s)
+        except Exception:
+            logger.warning("resync list failed", exc_info=True)
+        await asyncio.sleep(config.resync_s)
+
+
+def run(
+    api_client: Any,
+    policies: PolicyDocument,
+    config: OperatorConfig,
+    *,
+    stop_flag: threading.Event | None = None,
+    ready_flag: threading.Event | None = None,
+    metrics: ControllerMetrics | None = None,
+) -> int:
+    """Run until stopped or leadership is lost; returns the process exit code."""
+    import kopf
+
+    metrics = metrics or ControllerMetrics()
+    if config.metrics_port:
+        metrics.serve(config.metrics_port)
+    stop = stop_flag or threading.Event()
+    leading = threading.Event()
+    lost = threading.Event()
+    elector: LeaseElector | None = None
+    if config.leader_election:
+        from kubernetes import client
+
+        def started() -> None:
+            metrics.leader.set(1)
+            leading.set()
+
+        def stopped() -> None:
+            metrics.leader.set(0)
+            lost.set()
+            stop.set()  # never act without the lease: stop Kopf; the pod restarts us
+
+        elector = LeaseElector(
+            client.CoordinationV1Api(api_client),
+            namespace=config.namespace,
+            name=config.lease_name,
+            identity=config.identity,
+            on_started_leading=started,
+            on_stopped_leading=stopped,
+        )
+        elector.start()
+        logger.info("waiting for leadership", extra={"lease": config.lease_name})
+        while not leading.wait(0.5):
+            if stop.is_set():
+                elector.stop()
+                return 0
+    else:
+        metrics.leader.set(1)
+
+    reconciler = Reconciler(
+        api_client,
+        policies,
+        namespace=config.namespace,
+        owner=config.owner,
+        instance=config.identity,
+        metrics=metrics,
+        is_leader=_leader_check(elector),
+    )
+    registry = build_registry(reconciler, config, api_client)
+    logger.info(
+        "operator starting",
+        extra={"mode": policies.mode.value, "identity": config.identity,
+               "leaderElection": config.leader_election},
+    )  # fmt: skip
+    try:
+        kopf.run(
+            registry=registry,
+            clusterwide=True,
+            standalone=True,  # our Lease election replaces Kopf's peering
+            stop_flag=stop,
+            ready_flag=ready_flag,
+        )
+    finally:
+        if elector is not None:
+            elector.stop(release=not lost.is_set())
+    return 1 if lost.is_set() else 0
+
+
+def _leader_check(elector: LeaseElector | None) -> Callable[[], bool]:
+    if elector is None:
+        return lambda: True
+    return lambda: elector.is_leader
+
+
+def default_identity() -> str:
+    return os.environ.get("PACEKEEPER_POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def effective_mode(doc: PolicyDocument, cli_mode: Mode | None) -> PolicyDocument:
+    """The command line can only lower the document's mode (a flag typo never enforces)."""
+    if cli_mode is None:
+        return doc
+    return doc.model_copy(update={"mode": Mode.lowest(doc.mode, cli_mode)})

@@ -1,0 +1,219 @@
+"""Reading the world for the decision core: StragglerReports, the job's pods, nodes.
+
+Turns API objects (plain JSON mappings) into the core's frozen views. Pure functions
+sit first (``report_of``, ``job_view_of``, ``node_view_of``); ``KubernetesSource`` does
+the reads with the official client. A status that fails validation becomes a
+``RejectedReport`` (never acted on, never silently dropped).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pacekeeper.controller.marks import DOMAIN, our_marks
+from pacekeeper.controller.observations import (
+    ClusterView,
+    JobKey,
+    JobView,
+    NodeName,
+    NodeView,
+    RejectedReport,
+)
+from pacekeeper.controller.policy import Mode
+from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
+from pacekeeper.detector.score_report import ReportRejected, ScoreReport
+
+logger = logging.getLogger(__name__)
+
+DETECT_ANNOTATION = f"{DOMAIN}/detect"
+POLICY_ANNOTATION = f"{DOMAIN}/policy"
+MODE_ANNOTATION = f"{DOMAIN}/mode"
+RANKS_PER_POD_ANNOTATION = f"{DOMAIN}/ranks-per-pod"
+JOB_LABEL = f"{DOMAIN}/job"
+"""Optional label naming the StragglerReport a pod belongs to, for frameworks whose
+own job-name label is not listed below."""
+
+# Each framework labels its pods with the job's name under its own key.
+JOB_NAME_LABELS: tuple[str, ...] = (
+    JOB_LABEL,
+    "batch.kubernetes.io/job-name",
+    "job-name",
+    "jobset.sigs.k8s.io/jobset-name",
+    "training.kubeflow.org/job-name",
+    "trainer.kubeflow.org/trainjob-name",
+    "volcano.sh/job-name",
+    "ray.io/cluster",
+)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return _meta(obj).get("annotations") or {}
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return _meta(obj).get("labels") or {}
+
+
+def job_key_of(obj: Mapping[str, Any]) -> JobKey:
+    m = _meta(obj)
+    return JobKey(f"{m.get('namespace')}/{m.get('name')}")
+
+
+def report_of(obj: Mapping[str, Any], now: datetime) -> ScoreReport | RejectedReport | None:
+    """The report in a StragglerReport's status; None when none was written yet."""
+    status = obj.get("status") or {}
+    wire = status.get("report")
+    if wire is None:
+        return None
+    try:
+        report = ScoreReport.from_wire(wire)
+    except ReportRejected as e:
+        return RejectedReport(received_at=now, error=str(e))
+    m = _meta(obj)
+    job = report.job
+    if job.namespace is not None and (job.namespace, job.name) != (
+        m.get("namespace"),
+        m.get("name"),
+    ):
+        # A report about another job in this object must not steer this job's ladder.
+        return RejectedReport(
+            received_at=now,
+            error=f"report.job is {job.key!r}, object is {m.get('namespace')}/{m.get('name')}",
+        )
+    return report
+
+
+def pods_of_job(pods: Iterable[Mapping[str, Any]], job_name: str) -> list[Mapping[str, Any]]:
+    return [p for p in pods if any(_labels(p).get(k) == job_name for k in JOB_NAME_LABELS)]
+
+
+@dataclass(frozen=True, slots=True)
+class OptIn:
+    opted_in: bool
+    policy_name: str | None
+    mode_override: Mode | None
+    ranks_per_pod: int | None
+    problems: tuple[str, ...] = ()
+
+
+def opt_in_of(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> OptIn:
+    """Opt-in and overrides from the job's pods (pod-template annotations), falling back
+    to the StragglerReport's own annotations (jobs with no pods we can see, e.g. Ray)."""
+    sources = [_annotations(p) for p in pods] or [_annotations(obj)]
+    detect = {a.get(DETECT_ANNOTATION) for a in sources}
+    opted_in = "true" in detect and "false" not in detect
+    policies = {a[POLICY_ANNOTATION] for a in sources if a.get(POLICY_ANNOTATION)}
+    modes = {a[MODE_ANNOTATION] for a in sources if a.get(MODE_ANNOTATION)}
+    problems: list[str] = []
+    policy = None
+    if len(policies) == 1:
+        policy = next(iter(policies))
+    elif len(policies) > 1:
+        problems.append(f"pods disagree on {POLICY_ANNOTATION}: {sorted(policies)}")
+    mode: Mode | None = None
+    for raw in sorted(modes):
+        try:
+            m = Mode(raw)
+        except ValueError:
+            problems.append(f"{MODE_ANNOTATION}={raw!r} is not one of observe, dry-run, enforce")
+            m = Mode.OBSERVE  # a typo must never raise the mode
+        mode = Mode.lowest(mode, m)
+    rpp = None
+    for a in sources:
+        raw_rpp = a.get(RANKS_PER_POD_ANNOTATION)
+        if raw_rpp:
+            try:
+                rpp = max(1, int(raw_rpp))
+            except ValueError:
+                problems.append(f"{RANKS_PER_POD_ANNOTATION}={raw_rpp!r} is not an integer")
+    return OptIn(opted_in, policy, mode, rpp, tuple(problems))
+
+
+def job_view_of(
+    obj: Mapping[str, Any],
+    report: ScoreReport | RejectedReport | None,
+    opt_in: OptIn,
+    started_at: datetime | None,
+) -> JobView:
+    m = _meta(obj)
+    return JobView(
+        key=job_key_of(obj),
+        reports=(report,) if report is not None else (),
+        namespace=m.get("namespace"),
+        name=m.get("name", ""),
+        started_at=started_at,
+        policy_name=opt_in.policy_name,
+        mode_override=opt_in.mode_override,
+        opted_out=not opt_in.opted_in,
+    )
+
+
+def node_view_of(node: Mapping[str, Any], owner: str) -> NodeView:
+    return NodeView(
+        name=NodeName(_meta(node).get("name", "")),
+        labels=dict(_labels(node)),
+        unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+        our_marks=our_marks(node, owner),
+    )
+
+
+def cluster_view_of(nodes: Iterable[Mapping[str, Any]], owner: str) -> ClusterView:
+    views = {v.name: v for v in (node_view_of(n, owner) for n in nodes)}
+    return ClusterView(nodes=views, total_nodes=len(views))
+
+
+class KubernetesSource:
+    """Reads through the official client; returns the API's own JSON (camelCase dicts),
+    the shape ``marks.py`` and ``ranks.py`` read."""
+
+    def __init__(self, api_client: Any, *, request_timeout_s: float = 10.0) -> None:
+        from kubernetes import client
+
+        self._custom = client.CustomObjectsApi(api_client)
+        self._core = client.CoreV1Api(api_client)
+        self._timeout = request_timeout_s
+
+    @staticmethod
+    def _json(response: Any) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(response.data or b"{}")
+        return data
+
+    def read_report_object(self, namespace: str, name: str) -> dict[str, Any] | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self._json(
+                self._custom.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name,
+                    _preload_content=False, _request_timeout=self._timeout,
+                )
+            )  # fmt: skip
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def list_report_objects(self) -> list[dict[str, Any]]:
+        out = self._custom.list_cluster_custom_object(
+            GROUP, VERSION, PLURAL, _preload_content=False, _request_timeout=self._timeout
+        )
+        return list(self._json(out).get("items") or [])
+
+    def list_pods(self, namespace: str) -> list[dict[str, Any]]:
+        out = self._core.list_namespaced_pod(
+            namespace, _preload_content=False, _request_timeout=self._timeout
+        )
+        return list(self._json(out).get("items") or [])
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        out = self._core.list_node(_preload_content=False, _request_timeout=self._timeout)
+        return list(self._json(out).get("items") or [])

@@ -1,0 +1,214 @@
+"""The operator's level-based reconcile against the API harness: the real reporter sink
+writes StragglerReport status, the real reconciler decides and acts, and the tests
+assert the world (taints, cordons, Events, status), not call sequences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness import Fault, RunningServer
+from operator_world import (
+    CONTROLLER_NS,
+    JOB,
+    NAMESPACE,
+    Clock,
+    controller_status,
+    cordoned,
+    policy,
+    report,
+    setup_world,
+    sink,
+    taints,
+)
+
+from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
+from pacekeeper.controller.actuators.retries import RetrySettings
+from pacekeeper.controller.marks import TAINT_KEY
+from pacekeeper.controller.observations import JobKey
+from pacekeeper.controller.reconcile import Reconciler
+
+KEY = JobKey(f"{NAMESPACE}/{JOB}")
+SLOW = {5: 0.5}  # rank 5 lives on n1
+
+
+def _reconciler(api_client: Any, clock: Clock, mode: str = "enforce") -> Reconciler:
+    acts = KubernetesActuators(
+        api_client,
+        instance="test",
+        settings=RetrySettings(request_timeout_s=1.0),
+        sleep=lambda _s: None,
+    )
+    return Reconciler(
+        api_client, policy(mode), namespace=CONTROLLER_NS, clock=clock, actuators=acts
+    )
+
+
+def _run(
+    rec: Reconciler, server: RunningServer, api_client: Any, clock: Clock, steps: int,
+    *, slow: dict[int, float], start_seq: int = 0, every_s: float = 30.0,
+) -> int:  # fmt: skip
+    """Publish a report, reconcile, advance the clock; ``steps`` times."""
+    out = sink(api_client)
+    seq = start_seq
+    for _ in range(steps):
+        out.send(report(seq, clock(), slow))
+        rec.reconcile_job(KEY)
+        clock.advance(every_s)
+        seq += 1
+    return seq
+
+
+def test_enforce_taints_then_cordons_the_slow_rank_node_and_nothing_else(
+    k8s_server: RunningServer, k8s_api_client: Any
+) -> None:
+    setup_world(k8s_server)
+    clock = Clock()
+    rec = _reconciler(k8s_api_client, clock)
+    _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
+
+    assert [t["key"] for t in taints(k8s_server, "n1")] == [TAINT_KEY]
+    assert cordoned(k8s_server, "n1")
+    for other in ("n0", "n2"):
+        assert taints(k8s_server, other) == []
+        assert not cordoned(k8s_server, other)
+    # Exactly one taint write and one cordon write reached n1, despite 16 reconciles.
+    node_patches = k8s_server.history.find(verb="patch", plural="nodes", name="n1", status=200)
+    assert len(node_patches) == 2, [r.body for r in node_patches]
+    status = controller_status(k8s_server)
+    acted = [d for d in status["decisions"] if d["verdict"] == "act"]
+    assert [d["action"] for d in acted] == ["notify", "taintNode", "cordonNode"]
+    assert all(d["reason"] == "BelowThreshold" for d in acted)
+    events = k8s_server.list("v1", "Event", NAMESPACE) + k8s_server.list("v1", "Event", "default")
+    assert any(e.get("action") == "notify" for e in events)
+
+
+@pytest.mark.parametrize("mode", ["observe", "dry-run"])
+def test_observe_and_dry_run_only_record_what_they_would_do(
+    k8s_server: RunningServer, k8s_api_client: Any, mode: str
+) -> None:
+    setup_world(k8s_server)
+    clock = Clock()
+    rec = _reconciler(k8s_api_client, clock, mode)
+    _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
+
+    assert all(taints(k8s_server, n) == [] for n in ("n0", "n1", "n2"))
+    assert not any(cordoned(k8s_server, n) for n in ("n0", "n1", "n2"))
+    assert k8s_server.history.find(verb="patch", plural="nodes") == []
+    held = [d for d in controller_status(k8s_server)["decisions"] if d["reason"] == "ObserveMode"]
+    assert {d["action"] for d in held} >= {"taintNode"}
+    assert all(d["mode"] == mode for d in held)
+
+
+def test_pod_annotation_lowers_the_mode_for_that_job(
+    k8s_server: RunningServer, k8s_api_client: Any
+) -> None:
+    setup_world(k8s_server, mode_annotation="observe")
+    clock = Clock()
+    rec = _reconciler(k8s_api_client, clock, "enforce")
+    _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
+    assert k8s_server.history.find(verb="patch", plural="nodes") == []
+
+
+def test_restart_mid_ladder_repeats_nothing_and_loses_nothing(
+    k8s_server: RunningServer, k8s_api_client: Any
+) -> None:
+    setup_world(k8s_server)
+    clock = Clock()
+    first = _reconciler(k8s_api_client, clock)
+    seq = _run(first, k8s_server, k8s_api_client, clock, 6, slow=SLOW)
+    assert [t["key"] for t in taints(k8s_server, "n1")] == [TAINT_KEY]
+    assert not cordoned(k8s_server, "n1")
+
+    # A new process: no memory but what the cluster holds.
+    second = _reconciler(k8s_api_client, clock)
+    _run(second, k8s_server, k8s_api_client, clock, 10, slow=SLOW, start_seq=seq)
+
+    assert cordoned(k8s_server, "n1")
+    taint_writes = [
+        r
+        for r in k8s_server.history.find(verb="patch", plural="nodes", name="n1", status=200)
+        if "taints" in str(r.body)
+    ]
+    assert len(taint_writes) == 1
+    acted = [
+        d["action"] for d in controller_status(k8s_server)["decisions"] if d["verdict"] == "act"
+    ]
+    assert acted.count("taintNode") == 1
+    assert acted.count("cordonNode") == 1
+
+
+def test_recovery_undoes_our_marks_and_leaves_a_human_cordon(
+    k8s_server: RunningServer, k8s_api_client: Any
+) -> None:
+    setup_world(k8s_server)
+    human = k8s_server.read("v1", "Node", "n2")
+    human["spec"]["unschedulable"] = True
+    k8s_server.apply(human)
+    clock = Clock()
+    rec = _reconciler(k8s_api_client, clock)
+    seq = _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
+    assert cordoned(k8s_server, "n1")
+    _run(rec, k8s_server, k8s_api_client, clock, 10, slow={}, start_seq=seq)
+
+    assert taints(k8s_server, "n1") == []
+    assert not cordoned(k8s_server, "n1")
+    assert cordoned(k8s_server, "n2"), "a human's cordon is never undone"
+    undone = [d for d in controller_status(k8s_server)["decisions"] if d["verdict"] == "undo"]
+    assert {d["action"] for d in undone} == {"taintNode", "cordonNode"}
+
+
+def test_injected_500s_and_409s_cause_retries_not_duplicates(
+    k8s_server: RunningServer, k8s_api_client: Any
+) -> None:
+    setup_world(k8s_server)
+    k8s_server.inject(Fault(status=500, times=2, verb="patch", plural="nodes"))
+    k8s_server.inject(Fault(status=409, times=1, verb="patch", plural="nodes"))
+    clock = Clock()
+    rec = _reconciler(k8s_api_client, clock)
+    _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
+
+    assert [t["key"] for t in taints(k8s_server, "n1")] == [TAINT_KEY]
+    assert cordoned(k8s_server, "n1")
+    ok = k8s_server.history.find(verb="patch", plural="nodes", name="n1", status=200)
+    assert len(ok) == 2
+    assert len(k8s_server.history.find(verb="patch", plural="nodes", status=500)) == 2
+
+
+def test_malformed_status_is_recorded_and_never_acted_on(
+    k8s_server: RunningServer, k8s_api_client: Any
+) -> None:
+    from kubernetes import client
+
+    setup_world(k8s_server)
+    clock = Clock()
+    rec = _reconciler(k8s_api_client, clock)
+    seq = _run(rec, k8s_server, k8s_api_client, clock, 1, slow=SLOW)
+    api = client.CustomObjectsApi(k8s_api_client)
+    for _ in range(12):
+        wire = report(seq, clock(), SLOW).to_wire()
+        wire["schemaVersion"] = 99  # from the future
+        api.patch_namespaced_custom_object_status(
+            "pacekeeper.dev", "v1alpha1", NAMESPACE, "stragglerreports", JOB,
+            {"status": {"report": wire}},
+            _content_type="application/merge-patch+json",
+        )  # fmt: skip
+        rec.reconcile_job(KEY)
+        clock.advance(30)
+        seq += 1
+    assert k8s_server.history.find(verb="patch", plural="nodes") == []
+    reasons = {d["reason"] for d in controller_status(k8s_server)["decisions"]}
+    assert reasons & {"MalformedReport", "StaleData"}
+
+
+def test_stale_report_never_acts(k8s_server: RunningServer, k8s_api_client: Any) -> None:
+    setup_world(k8s_server)
+    clock = Clock()
+    rec = _reconciler(k8s_api_client, clock)
+    out = sink(k8s_api_client)
+    out.send(report(0, clock(), SLOW))
+    for _ in range(20):  # the same old report, the clock running on
+        clock.advance(60)
+        rec.reconcile_job(KEY)
+    assert k8s_server.history.find(verb="patch", plural="nodes") == []
+    assert "StaleData" in {d["reason"] for d in controller_status(k8s_server)["decisions"]}

@@ -8,6 +8,7 @@ call degrades (``None`` report, no GPU data) instead of raising into training.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import socket
@@ -28,7 +29,7 @@ from .payload import KeyIds, RankPayload, score_payloads
 from .reports import RankInfo, Report, Statistic, to_score_report
 from .score_report import JobIdentity, KernelTiming, Platform, ScoreReport
 from .sections import CustomSection, SectionHandle, SectionSummary, SectionTable
-from .wrapping import CallableId, restore, wrap
+from .wrapping import CallableId, check, restore, wrap
 
 logger = logging.getLogger(__name__)
 
@@ -311,6 +312,7 @@ class Detector:
     def wrap_callables(cls, callable_ids: Sequence[CallableId], profile_cuda: bool = True) -> None:
         """Time each ``getattr(id.obj, id.name)`` call as section ``str(id)``."""
         for cid in callable_ids:
+            check(cid)
             handle = cls._section(str(cid), profile_cuda, str(cid))
             cls._patched.append(wrap(cid, handle))
 
@@ -367,7 +369,11 @@ class Detector:
         cls._sequence += 1
         sequence = cls._sequence
         assert cls._rank_info is not None
-        empty = (RankPayload.empty(cls._rank_info), {}, {})
+        empty: tuple[RankPayload, dict[str, Any], dict[str, Any]] = (
+            RankPayload.empty(cls._rank_info),
+            {},
+            {},
+        )
         payload, sec_summ, ker_summ = cls._guard.call("report.local", cls._local_payload, empty)
 
         relative = "relative_perf_scores" in cls.scores_to_compute
@@ -522,7 +528,7 @@ class Detector:
             return
         cls._latest = score_report
         for listener in list(cls._listeners):
-            cls._guard.call("listener", lambda fn=listener: fn(score_report), None)
+            cls._guard.call("listener", functools.partial(listener, score_report), None)
 
     # --- beyond NVRx: reporters and health ---------------------------------------
 

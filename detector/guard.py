@@ -18,6 +18,7 @@ from typing import TypeVar
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+D = TypeVar("D")
 
 
 class Guard:
@@ -40,7 +41,7 @@ class Guard:
                 exc_info=exc,
             )
 
-    def call(self, where: str, fn: Callable[[], T], default: T) -> T:
+    def call(self, where: str, fn: Callable[[], T], default: D) -> T | D:
         """Run ``fn``; on any exception record it and return ``default``."""
         try:
             return fn()

@@ -48,16 +48,17 @@ def spawn_world(
     by name for ``spawn``.
     """
     import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import start_processes
 
     if start_method is None:
         import torch
 
         # Forking after CUDA is initialised breaks CUDA in the children.
-        can_fork = "fork" in mp.get_all_start_methods() and not torch.cuda.is_initialized()
+        can_fork = "fork" in mp.get_all_start_methods() and not torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
         start_method = "fork" if can_fork else "spawn"
     with tempfile.TemporaryDirectory(prefix="pacekeeper-world-") as tmp:
         store = os.path.join(tmp, "store")
-        mp.start_processes(
+        start_processes(  # type: ignore[no-untyped-call]
             _entry,
             args=(world_size, store, fn, args),
             nprocs=world_size,

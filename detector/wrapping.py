@@ -62,13 +62,21 @@ def build_wrapper(fn: Callable[..., Any], enter: Any) -> Callable[..., Any]:
     return wrapper
 
 
-def wrap(callable_id: CallableId, handle: Any) -> _Patched:
-    """Replace ``callable_id`` with a timed wrapper; returns what ``restore`` needs."""
+def check(callable_id: CallableId) -> None:
+    """Raise a clear error for an id that cannot be wrapped (before anything changes)."""
     obj, name = callable_id.obj, callable_id.name
     if not isinstance(name, str) or not name:
         raise ValueError(f"CallableId.name must be a non-empty str, got {name!r}")
     if not hasattr(obj, name):
         raise AttributeError(f"{callable_id}: {obj!r} has no attribute {name!r}")
+    if not callable(getattr(obj, name)):
+        raise TypeError(f"{callable_id}: {name!r} is not callable")
+
+
+def wrap(callable_id: CallableId, handle: Any) -> _Patched:
+    """Replace ``callable_id`` with a timed wrapper; returns what ``restore`` needs."""
+    check(callable_id)
+    obj, name = callable_id.obj, callable_id.name
     own = _own_attr(obj, name)
     raw = own if own is not _MISSING else inspect.getattr_static(obj, name)
     replacement: object

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import wrap_targets
 from wrap_targets import Bigger, Model
 
@@ -76,3 +77,10 @@ def test_wrapping_an_inherited_method_on_a_subclass_restores_the_inherited_one()
     Detector.restore_original_callables()
     assert "forward" not in vars(Bigger)
     assert Bigger().forward(2) == 6
+
+
+def test_wrapping_a_missing_attribute_names_the_callable() -> None:
+    Detector.initialize()
+    with pytest.raises(AttributeError, match=r"wrap_targets\.Model\.nope"):
+        Detector.wrap_callables([CallableId(Model, "nope")])
+    assert Detector.custom_sections == {}

@@ -235,3 +235,15 @@ def test_cli_docs_prints_every_policy_field() -> None:
     assert result.exit_code == 0
     for key in ("consecutiveReports", "holdS", "maxAttempts", "matchLabels", "openS"):
         assert f"`{key}`" in result.output
+
+
+def test_policy_reference_in_docs_matches_the_models() -> None:
+    from pacekeeper.controller.policy_docs import policy_reference
+
+    text = (Path(__file__).parents[3] / "docs" / "policy.md").read_text()
+    begin = text.index("<!-- BEGIN GENERATED: pacekeeper policy docs -->\n")
+    body = text[begin:].split("\n", 1)[1]
+    body = body[: body.index("<!-- END GENERATED -->")]
+    assert body.strip() == policy_reference().strip(), (
+        "docs/policy.md is stale: regenerate its reference with `pacekeeper policy docs`"
+    )

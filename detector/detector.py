@@ -126,6 +126,7 @@ class Detector:
     report_interval_tracker: ClassVar[IntervalTracker | None] = None
 
     _locations: ClassVar[dict[tuple[str, int], str]] = {}
+    _comm_extra: ClassVar[Any] = None
     _cuda_handles: ClassVar[dict[str, SectionHandle]] = _EMPTY
     _cpu_handles: ClassVar[dict[str, SectionHandle]] = _EMPTY
     _table: ClassVar[SectionTable | None] = None
@@ -197,7 +198,9 @@ class Detector:
             info = gather.describe_group(process_group)
 
             from pacekeeper.cupti_ext import select_backend
+            from pacekeeper.cupti_ext.kernel_keys import comm_pattern_from_env
 
+            comm_extra = comm_pattern_from_env()
             guard = Guard()
             backend, choice = select_backend(kernel_timing)
             logger.info(
@@ -224,6 +227,7 @@ class Detector:
             cls._settings = settings
             cls._backend = backend
             cls._backend_choice = choice
+            cls._comm_extra = comm_extra
             cls._group = process_group
             cls._info = info
             cls._table = table
@@ -465,7 +469,10 @@ class Detector:
         sec_summ = {s.name: _stats(s, 1e-6) for s in sections}
 
         kernels = dict(window.kernels) if window is not None else {}
-        kernels = {k: v for k, v in kernels.items() if not scoring.is_comm_kernel(k)}
+        # Communication kernels wait for the slowest peer and make fast ranks look slow.
+        # The CUPTI backend leaves them out already; this catches any other backend,
+        # with the one rule cupti_ext defines (plus $PACEKEEPER_COMM_KERNEL_PATTERN).
+        kernels = {k: v for k, v in kernels.items() if not cls._is_comm(k)}
         if len(kernels) > cls._settings.max_kernel_keys:
             # Bounded payload under dynamic shapes: keep where the time goes.
             top = sorted(kernels.items(), key=lambda kv: kv[1].total_ns, reverse=True)
@@ -499,6 +506,12 @@ class Detector:
             info, sec_ids, sec_med, sec_ind, ker_ids, ker_med, ker_tot, gpu_ind, names
         )
         return payload, sec_summ, ker_summ
+
+    @classmethod
+    def _is_comm(cls, key: str) -> bool:
+        from pacekeeper.cupti_ext.kernel_keys import is_comm_kernel
+
+        return is_comm_kernel(key, cls._comm_extra)
 
     @classmethod
     def _publish(

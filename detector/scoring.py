@@ -14,7 +14,6 @@ of reports (a score that cannot be computed is absent, not NaN).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,14 +23,6 @@ import numpy.typing as npt
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
-
-COMM_KERNEL = re.compile(r"nccl", re.IGNORECASE)
-"""Communication kernels wait for the slowest peer, so they make fast ranks look slow;
-they are left out of GPU scores (NVRx drops ``ncclDev*`` for the same reason)."""
-
-
-def is_comm_kernel(name: str) -> bool:
-    return COMM_KERNEL.search(name) is not None
 
 
 def valid(times: F64) -> npt.NDArray[np.bool_]:
@@ -122,7 +113,7 @@ def gpu_relative_scores(  # noqa: PLR0917 - the entry arrays belong together
 
     A kernel seen on a single rank (in a job of several) has no peer to compare with and
     is left out: counting it would pull that rank towards 1.0. Communication kernels
-    must be filtered out by the caller (see ``is_comm_kernel``).
+    must be filtered out by the caller (``cupti_ext.kernel_keys.is_comm_kernel``).
     """
     ok = valid(typical_ns)
     reporting = int(np.count_nonzero(np.bincount(rows[ok], minlength=n_rows)))

@@ -118,8 +118,10 @@ def test_failing_listener_is_counted_and_others_still_run() -> None:
 def test_gpu_scores_come_from_kernels_weighted_and_without_nccl(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    fast = {"gemm": _stat(100.0), "relu": _stat(10.0), "ncclDevKernel_AllReduce": _stat(5.0)}
-    slow = {"gemm": _stat(200.0), "relu": _stat(10.0), "ncclDevKernel_AllReduce": _stat(900.0)}
+    monkeypatch.setenv("PACEKEEPER_COMM_KERNEL_PATTERN", "^my_collective")
+    comm = {"ncclDevKernel_AllReduce": _stat(5.0), "my_collective_kernel": _stat(7.0)}
+    fast = {"gemm": _stat(100.0), "relu": _stat(10.0), **comm}
+    slow = {"gemm": _stat(200.0), "relu": _stat(10.0), **comm}
     windows = [KernelWindow(kernels=k, records=30) for k in (fast, fast, fast, slow)]
     backend = ScriptedBackend(windows)
     _use(monkeypatch, backend)

@@ -170,9 +170,3 @@ def test_individual_scores_match_loop_reference(pairs) -> None:  # type: ignore[
     baseline = np.array([p[1] for p in pairs], dtype=np.float64)
     expected = [min(1.0, b / t) if _ok(t) and _ok(b) else math.nan for t, b in pairs]
     assert _same(scoring.individual_scores(typical, baseline), expected)
-
-
-def test_communication_kernels_are_recognised() -> None:
-    assert scoring.is_comm_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL")
-    assert scoring.is_comm_kernel("void NCCL_kernel<...>")
-    assert not scoring.is_comm_kernel("ampere_sgemm_128x64_nn")

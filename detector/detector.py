@@ -511,7 +511,7 @@ class Detector:
     def _is_comm(cls, key: str) -> bool:
         from pacekeeper.cupti_ext.kernel_keys import is_comm_kernel
 
-        return is_comm_kernel(key, cls._comm_extra)
+        return bool(is_comm_kernel(key, cls._comm_extra))
 
     @classmethod
     def _publish(

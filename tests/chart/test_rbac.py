@@ -37,7 +37,13 @@ def test_no_rule_uses_a_wildcard_or_touches_secrets(feature: str) -> None:
     for kind, name, rule in found:
         for field in ("apiGroups", "resources", "verbs", "resourceNames"):
             assert "*" not in rule.get(field, []), f"{kind}/{name} has '*' in {field}"
-        assert not {"secrets", "configmaps"} & set(rule["resources"]), f"{kind}/{name}"
+        assert "secrets" not in rule["resources"], f"{kind}/{name}"
+        if "configmaps" in rule["resources"]:
+            # Only the controller's own state ConfigMap, in its own namespace.
+            assert kind == "Role", f"{kind}/{name}"
+            assert rule["verbs"] == ["create"] or rule.get("resourceNames") == [
+                "pacekeeper-state"
+            ], f"{kind}/{name}: {rule}"
         assert "nonResourceURLs" not in rule
 
 
@@ -78,8 +84,9 @@ def test_events_follow_notify() -> None:
 def test_leases_are_namespaced_and_limited_to_the_leader_lease() -> None:
     objects = render()
     roles = [o for o in objects if o["kind"] == "Role"]
-    assert [r["metadata"]["namespace"] for r in roles] == [NAMESPACE]
-    lease_rules = roles[0]["rules"]
+    assert {r["metadata"]["namespace"] for r in roles} == {NAMESPACE}
+    (lease_role,) = [r for r in roles if "leases" in str(r["rules"])]
+    lease_rules = lease_role["rules"]
     named = [r for r in lease_rules if r.get("resourceNames")]
     assert named[0]["resourceNames"] == [f"{RELEASE}-pacekeeper-leader"]
     assert {v for r in lease_rules for v in r["verbs"]} <= {
@@ -106,3 +113,17 @@ def test_bindings_name_the_controller_service_account() -> None:
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "platform-sa", "namespace": NAMESPACE}
         ]
+
+
+def test_state_configmap_is_the_only_configmap_the_controller_may_touch() -> None:
+    (state_role,) = [o for o in render() if o["kind"] == "Role" and "configmaps" in str(o)]
+    assert state_role["metadata"]["namespace"] == NAMESPACE
+    named = [r for r in state_role["rules"] if r.get("resourceNames")]
+    assert named == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["pacekeeper-state"],
+            "verbs": ["get", "update"],
+        }
+    ]

@@ -32,6 +32,12 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("coordination.k8s.io/v1", "leases", "Lease", True),
     Builtin("batch/v1", "jobs", "Job", True, ("status",)),
     Builtin("apps/v1", "deployments", "Deployment", True, ("status",), ("deploy",)),
+    Builtin("v1", "services", "Service", True, ("status",), ("svc",)),
+    # RBAC objects are stored (so a rendered chart applies whole), never enforced.
+    Builtin("rbac.authorization.k8s.io/v1", "roles", "Role", True),
+    Builtin("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", True),
+    Builtin("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", False),
+    Builtin("rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", False),
     Builtin(
         "apiextensions.k8s.io/v1",
         "customresourcedefinitions",

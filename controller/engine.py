@@ -190,7 +190,8 @@ class _Run:
                             policy=rec.policy,
                         )
                 elif not present and self.now - rec.applied_at >= CONFIRM_GRACE:
-                    if self.doc.mode is Mode.ENFORCE:
+                    mode = Mode.lowest(self.doc.mode, self._policy_or_default(rec.policy).mode)
+                    if mode is Mode.ENFORCE:
                         marks[kind] = replace(rec, applied_at=self.now)
                         for job in rec.holders[:1]:
                             self.record(

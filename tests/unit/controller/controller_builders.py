@@ -132,6 +132,8 @@ class Loop:
     cluster: ClusterView = field(default_factory=ClusterView)
     reports: list[ScoreReport | RejectedReport] = field(default_factory=list)
     log: list[Decision] = field(default_factory=list)
+    job_fields: dict[str, Any] = field(default_factory=dict)
+    """Overrides for the JobView (annotations, PDB feedback)."""
 
     def __post_init__(self) -> None:
         if not self.cluster.nodes:
@@ -145,6 +147,7 @@ class Loop:
             namespace="ml",
             name=self.job,
             started_at=self.started_at,
+            **self.job_fields,
         )
 
     def step(self, slow: Mapping[int, float] | None = None, **kw: Any) -> list[Decision]:

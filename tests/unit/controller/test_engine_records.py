@@ -4,7 +4,6 @@ engine: truncated reports, PDB-blocked drains, unknown policies, marks left behi
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -115,7 +114,7 @@ def test_outcome_asks_to_be_called_back_when_the_ladder_timeout_ends() -> None:
 
 def test_unknown_policy_name_holds_and_says_which() -> None:
     loop = Loop(policy_doc())
-    loop.view = lambda: replace(Loop.view(loop), policy_name="nope")  # type: ignore[method-assign]
+    loop.job_fields["policy_name"] = "nope"
     ds = loop.step({0: SLOW})
     assert reasons(ds) == {Reason.UNKNOWN_POLICY}
     assert ds[0].evidence["policy"] == "nope"
@@ -146,8 +145,7 @@ def test_drain_blocked_by_a_pdb_holds_instead_of_escalating() -> None:
     loop = Loop(policy_doc())
     while (ActionKind.DRAIN_NODE, "node/node-000") not in acts(loop.log):
         loop.step({0: SLOW})
-    blocked = frozenset({NodeName("node-000")})
-    loop.view = lambda: replace(Loop.view(loop), pdb_blocked_nodes=blocked)  # type: ignore[method-assign]
+    loop.job_fields["pdb_blocked_nodes"] = frozenset({NodeName("node-000")})
     for _ in range(10):
         ds = loop.step({0: SLOW})
         assert (ActionKind.CORDON_NODE, "node/node-000") not in acts(ds)
@@ -191,3 +189,28 @@ def test_helpers_build_a_window_from_reports_alone() -> None:
     out = decide(Window((jv,), cluster), State(), policy_doc(), reps[-1].generated_at)
     assert [d.reason for d in out.decisions] == [Reason.OBSERVE_MODE]
     assert out.decisions[0].action is ActionKind.NOTIFY
+
+
+CORE = ("engine", "attribution", "ladder", "budgets", "decisions", "state", "observations")
+IMPURE = (
+    "datetime.now",
+    "utcnow",
+    "time.time",
+    "time.monotonic",
+    "os.environ",
+    "getenv",
+    "open(",
+    "import socket",
+    "import logging",
+    "import random",
+)
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_core_module_reads_no_clock_env_file_or_socket(module: str) -> None:
+    import importlib
+    import inspect
+
+    source = inspect.getsource(importlib.import_module(f"pacekeeper.controller.{module}"))
+    found = [word for word in IMPURE if word in source]
+    assert found == [], f"{module} uses {found}: the core must take time and data as input"

@@ -351,16 +351,11 @@ def test_observe_and_dry_run_record_the_would_be_actions_only() -> None:
 
 def test_job_annotation_can_only_lower_the_mode() -> None:
     loop = Loop(policy_doc(document={"mode": "dry-run"}))
-    loop_view = loop.view
-    loop.view = lambda: JobView(**{**_fields(loop_view()), "mode_override": Mode.ENFORCE})  # type: ignore[method-assign]
+    loop.job_fields["mode_override"] = Mode.ENFORCE
     for _ in range(10):
         loop.step({0: SLOW})
     assert acts(loop.log) == []
     assert all(d.mode is Mode.DRY_RUN for d in loop.log)
-
-
-def _fields(v: JobView) -> dict:
-    return {f: getattr(v, f) for f in v.__slots__}
 
 
 def test_warm_up_after_job_start_holds() -> None:

@@ -110,6 +110,9 @@ class ScoreBoard:
     def latest(self, job: str) -> dict[str, Any] | None:
         return self._core.latest(job)
 
+    def head(self, job: str) -> dict[str, Any] | None:
+        return self._core.head(job)
+
     def window(
         self, job: str, n: int | None = None, since: str | float | None = None
     ) -> list[dict[str, Any]]:

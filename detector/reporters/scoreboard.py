@@ -246,6 +246,22 @@ class ScoreBoardCore:
             return None
         return history.entries[-1].wire
 
+    def head(self, job: str) -> dict[str, Any] | None:
+        """Sequence, incarnation and times of the latest report, without the report: a
+        cheap poll for readers that only fetch when something changed."""
+        history = self._jobs.get(job)
+        if history is None or not history.entries:
+            return None
+        last = history.entries[-1]
+        return {
+            "job": job,
+            "incarnation": last.incarnation,
+            "sequence": last.sequence,
+            "counter": last.counter,
+            "generatedAt": last.generated_at.isoformat(),
+            "receivedAt": last.received_at,
+        }
+
     def window(
         self, job: str, n: int | None = None, since: datetime | str | float | None = None
     ) -> list[dict[str, Any]]:
@@ -267,17 +283,8 @@ class ScoreBoardCore:
     def jobs(self) -> list[dict[str, Any]]:
         out = []
         for key, h in sorted(self._jobs.items()):
-            last = h.entries[-1] if h.entries else None
-            out.append(
-                {
-                    "job": key,
-                    "incarnation": h.incarnation,
-                    "reports": len(h.entries),
-                    "sequence": None if last is None else last.sequence,
-                    "generatedAt": None if last is None else last.generated_at.isoformat(),
-                    "receivedAt": None if last is None else last.received_at,
-                }
-            )
+            head = self.head(key) or {"job": key, "sequence": None}
+            out.append(head | {"incarnation": h.incarnation, "reports": len(h.entries)})
         return out
 
     def past_incarnations(self, job: str) -> list[str]:

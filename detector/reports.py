@@ -121,6 +121,16 @@ def _score(value: float | None) -> float | None:
     return float(value)
 
 
+def _by_rank(scores: Mapping[str, Mapping[int, float]]) -> dict[int, dict[str, float]]:
+    """section -> rank -> score turned into rank -> section -> score, valid scores only."""
+    out: dict[int, dict[str, float]] = {}
+    for name, per_rank in scores.items():
+        for r, value in per_rank.items():
+            if (v := _score(value)) is not None:
+                out.setdefault(r, {})[name] = v
+    return out
+
+
 def to_score_report(
     report: Report,
     *,
@@ -139,29 +149,23 @@ def to_score_report(
     ``rank_info`` when not given.
     """
     ranks = sorted(set(report.rank_to_node) | set(rank_info))
+    sec_rel = _by_rank(report.section_relative_perf_scores)
+    sec_ind = _by_rank(report.section_individual_perf_scores)
     out = []
     for r in ranks:
         info = rank_info.get(r) or RankInfo(rank=r, node=report.rank_to_node.get(r, "<unk>"))
         out.append(
             RankScores(
                 rank=r,
-                node=info.node or report.rank_to_node.get(r, "<unk>"),
+                node=info.node or report.rank_to_node.get(r) or "<unk>",
                 pod=info.pod,
                 ray_node_id=info.ray_node_id,
                 gpu_relative=_score(report.gpu_relative_perf_scores.get(r)),
                 gpu_individual=_score(report.gpu_individual_perf_scores.get(r)),
-                section_relative={
-                    name: s
-                    for name, per in report.section_relative_perf_scores.items()
-                    if (s := _score(per.get(r))) is not None
-                },
-                section_individual={
-                    name: s
-                    for name, per in report.section_individual_perf_scores.items()
-                    if (s := _score(per.get(r))) is not None
-                },
-                section_samples=info.section_samples,
-                kernel_samples=info.kernel_samples,
+                section_relative=sec_rel.get(r, {}),
+                section_individual=sec_ind.get(r, {}),
+                section_samples=max(0, info.section_samples),
+                kernel_samples=max(0, info.kernel_samples),
             )
         )
     if kernel_timing is None:

@@ -69,6 +69,8 @@ CONFIRM_GRACE = timedelta(seconds=120)
 """A mark we decided but have not seen on the node after this long is decided again
 (same action key): the actuator failed or the controller died before acting."""
 EVIDENCE_RANKS_CAP = 64
+REGROUPING_ACTIONS = frozenset({ActionKind.RESTART_RANK, ActionKind.DRAIN_NODE})
+"""Actions that replace the job's pods (the job regroups, scores restart)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,8 +325,8 @@ class _Run:
         w = ctx.policy.warmup
         start = ctx.view.started_at or ctx.state.first_seen_at
         until: datetime = start + timedelta(seconds=w.after_job_start_s)
-        if ctx.state.last_disruptive_at is not None:
-            until = max(until, ctx.state.last_disruptive_at + timedelta(seconds=w.after_action_s))
+        if ctx.state.regrouped_at is not None:
+            until = max(until, ctx.state.regrouped_at + timedelta(seconds=w.after_action_s))
         return until
 
     def _absorb(self, ctx: _Job, d: Digest) -> None:
@@ -358,10 +360,10 @@ class _Run:
             match d.node_state(node, recover):
                 case "recovered":
                     ladders[node] = lad.recovering(d.at)
-                case "below":
+                case "below" | "between":
                     ladders[node] = lad.relapsed()
                 case _:
-                    pass  # Unknown, in between, or gone: neither counts nor clears
+                    pass  # Unknown or gone: neither counts nor clears
         keep = ctx.policy.attribution.imbalance_history
         history = (*js.history, d.to_history())[-keep:]
         ctx.state = replace(js, streaks=streaks, ladders=ladders, history=history)
@@ -401,7 +403,7 @@ class _Run:
         streaks = ctx.state.streaks
         for f in att.findings:
             self._candidate(ctx, d, f, streaks)
-        if ctx.state.last_disruptive_at == self.now:
+        if ctx.state.regrouped_at == self.now:
             ctx.state = replace(ctx.state, streaks={})
         slow = {f.node for f in att.findings}
         for node in list(ctx.state.ladders):
@@ -552,9 +554,12 @@ class _Run:
         ctx.state = replace(ctx.state, ladders=ladders)
         if step in DISRUPTIVE_ACTIONS:
             self.cluster = budgets.with_stamp(self.cluster, ActionStamp(self.now, job, simulated))
-            # The job regroups after a disruption: ignore the warm-up and start counting
-            # anew, so an escalation needs fresh evidence.
             ctx.state = replace(ctx.state, last_disruptive_at=self.now)
+        if step in REGROUPING_ACTIONS:
+            # The job's pods changed: ignore the warm-up and start counting anew, so the
+            # next step needs evidence gathered after this one. A taint or cordon leaves
+            # the running pods alone, so their evidence keeps counting.
+            ctx.state = replace(ctx.state, regrouped_at=self.now)
             self.rechecks.append(self.now + timedelta(seconds=ctx.policy.warmup.after_action_s))
         if step in MARK_OF_ACTION:
             self._place_mark(ctx, node, MARK_OF_ACTION[step], key, simulated)

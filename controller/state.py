@@ -133,7 +133,10 @@ class JobState:
     first_seen_at: datetime
     last_report_at: datetime | None = None
     last_disruptive_at: datetime | None = None
-    """Last restart or drain: reports from the warm-up after it are ignored."""
+    """Last disruptive action of any kind (``budgets.betweenActionsS``)."""
+    regrouped_at: datetime | None = None
+    """Last restart or drain: the job's pods changed, so reports from the warm-up after
+    it are ignored and the streaks start anew."""
     streaks: Mapping[Rank, Streak] = field(default_factory=dict)
     history: tuple[HistoryEntry, ...] = ()
     ladders: Mapping[NodeName, LadderState] = field(default_factory=dict)

@@ -135,10 +135,11 @@ def test_truncated_report_keeps_acting_on_listed_ranks_and_recovers_via_node_min
     for _ in range(12):
         compact_step({0: SLOW})
     assert (ActionKind.TAINT_NODE, "node/node-000") in acts(loop.log)
+    placed = {a for a, _ in acts(loop.log)} & {ActionKind.TAINT_NODE, ActionKind.CORDON_NODE}
     undo = []
     for _ in range(6):
         undo += [d for d in compact_step({}) if d.verdict is Verdict.UNDO]
-    assert [d.action for d in undo] == [ActionKind.TAINT_NODE]
+    assert {d.action for d in undo} == placed
 
 
 def test_drain_blocked_by_a_pdb_holds_instead_of_escalating() -> None:

@@ -136,7 +136,7 @@ def score_getter(sel: ScoreSelector) -> Callable[[RankScores], float | None]:
 def _worst(r: RankScores) -> float | None:
     """``RankScores.worst_score`` without building lists: this runs once per rank per
     report (16,384 times for a large job) and dominates the decision time."""
-    low = r.gpu_relative
+    low: float | None = r.gpu_relative
     v = r.gpu_individual
     if v is not None and (low is None or v < low):
         low = v

@@ -74,6 +74,18 @@ def describe_group(process_group: Any = None) -> GroupInfo:
     )
 
 
+def join_gloo_world(rank: int, world_size: int, store_file: str) -> None:
+    """Join a gloo world through a file store (local demo, tests and benchmarks)."""
+    _dist().init_process_group(
+        "gloo", init_method=f"file://{store_file}", rank=rank, world_size=world_size
+    )
+
+
+def leave_world() -> None:
+    if is_distributed():
+        _dist().destroy_process_group()
+
+
 def _group(process_group: Any) -> Any:
     return process_group if process_group is not None else _dist().group.WORLD
 

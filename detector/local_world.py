@@ -12,27 +12,19 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-
-def join_world(rank: int, world_size: int, store_file: str) -> None:
-    import torch.distributed as dist
-
-    dist.init_process_group(
-        "gloo", init_method=f"file://{store_file}", rank=rank, world_size=world_size
-    )
+from .gather import join_gloo_world, leave_world
 
 
 def _entry(
     rank: int, world_size: int, store_file: str, fn: Callable[..., Any], args: tuple[Any, ...]
 ) -> None:
-    import torch.distributed as dist
-
     # One CPU thread per rank: the ranks share a few cores with each other.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    join_world(rank, world_size, store_file)
+    join_gloo_world(rank, world_size, store_file)
     try:
         fn(rank, world_size, *args)
     finally:
-        dist.destroy_process_group()
+        leave_world()
 
 
 def spawn_world(

@@ -121,9 +121,9 @@ def _score(value: float | None) -> float | None:
     return float(value)
 
 
-def _by_rank(scores: Mapping[str, Mapping[int, float]]) -> dict[int, dict[str, float]]:
+def _by_rank(scores: Mapping[str, Mapping[int, float]]) -> dict[int, dict[str, float | None]]:
     """section -> rank -> score turned into rank -> section -> score, valid scores only."""
-    out: dict[int, dict[str, float]] = {}
+    out: dict[int, dict[str, float | None]] = {}
     for name, per_rank in scores.items():
         for r, value in per_rank.items():
             if (v := _score(value)) is not None:

@@ -147,8 +147,15 @@ class NodeActuator:
         }
         return self._api.patch_node(meta["name"], patch)
 
-    def _run(self, what: str, step: Callable[[], ActionResult]) -> ActionResult:
-        result = retrying(step, settings=self._settings, sleep=self._sleep, what=what)
+    def _run(
+        self,
+        what: str,
+        step: Callable[[], ActionResult],
+        unanswered: Callable[[], bool] = lambda: False,
+    ) -> ActionResult:
+        result = retrying(
+            step, settings=self._settings, sleep=self._sleep, what=what, unanswered=unanswered
+        )
         logger.info(
             "node action",
             extra={"what": what, "target": result.target, "outcome": str(result.outcome)},
@@ -181,6 +188,7 @@ class NodeActuator:
 
     def _unmark(self, node: str, provenance: Provenance, ops: _MarkOps) -> ActionResult:
         target = f"node/{node}"
+        unanswered: list[Body] = []
 
         def step() -> ActionResult:
             current = self._read(node, missing_ok=True)
@@ -188,16 +196,26 @@ class NodeActuator:
                 return ActionResult(Outcome.ALREADY_UNDONE, target, {"node": "gone"})
             present = ops.present(current)
             if _owner_of(current, ops.kind) != provenance.owner:
+                if unanswered and not present:
+                    # Our removal went unanswered (a timeout) and mark and note are both
+                    # gone: that removal landed.
+                    self._announce(current, provenance, ops.undo, ops.undone_message)
+                    return ActionResult(Outcome.UNDONE, target, {"confirmed": "by re-read"})
                 return ActionResult(Outcome.NOT_OURS if present else Outcome.ALREADY_UNDONE, target)
             if not present:
                 # Someone removed our mark (a human uncordon): drop our stale note only.
                 self._write(current, {}, {ops.annotation: None})
                 return ActionResult(Outcome.ALREADY_UNDONE, target, {"annotation": "cleared"})
-            written = self._write(current, ops.removed(current), {ops.annotation: None})
+            try:
+                written = self._write(current, ops.removed(current), {ops.annotation: None})
+            except Exception as exc:
+                if status_of(exc) in {None, 504}:
+                    unanswered.append(current)  # no answer: it may have landed
+                raise
             self._announce(written, provenance, ops.undo, ops.undone_message)
             return ActionResult(Outcome.UNDONE, target)
 
-        return self._run(str(ops.undo), step)
+        return self._run(str(ops.undo), step, lambda: bool(unanswered))
 
     def _announce(
         self,

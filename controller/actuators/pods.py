@@ -224,7 +224,13 @@ class PodActuator:
             taken.append(pod)
             return ActionResult(done, where)
 
-        result = retrying(step, settings=self._settings, sleep=self._sleep, what=what)
+        result = retrying(
+            step,
+            settings=self._settings,
+            sleep=self._sleep,
+            what=what,
+            unanswered=lambda: bool(unanswered) and not taken,
+        )
         return result, (taken[0] if taken else None)
 
     def _remove(

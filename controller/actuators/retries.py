@@ -107,8 +107,14 @@ def retrying(
     settings: RetrySettings,
     sleep: Callable[[float], None],
     what: str,
+    unanswered: Callable[[], bool] = lambda: False,
 ) -> T:
-    """Run `step` until it returns, within `settings.attempts`; see the module docstring."""
+    """Run `step` until it returns, within `settings.attempts`; see the module docstring.
+
+    `unanswered()` true means a write of this call got no answer and may have landed:
+    then one more step runs past the attempts, so that its read can confirm the write
+    instead of leaving the next call to find the change done with no record of who did it.
+    """
     last: BaseException | None = None
     last_failure: Failure | None = None
     for attempt in range(settings.attempts):
@@ -134,6 +140,11 @@ def retrying(
             )
             if not final:
                 sleep(delay)
+    if unanswered():
+        try:
+            return step()
+        except Exception:
+            logger.warning("unanswered write left unconfirmed", extra={"what": what})
     reason = {
         Failure.CONFLICT: API_CONFLICT,
         Failure.THROTTLED: API_THROTTLED,

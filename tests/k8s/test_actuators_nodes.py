@@ -256,3 +256,57 @@ def test_a_forbidden_write_gives_up_at_once(
         actuators.nodes.cordon("n1", _slow(actuators))
     assert caught.value.reason == "ApiRefused"
     assert len(k8s_server.history.find(verb="patch")) == 1
+
+
+def _human_cordons(server: Any) -> None:
+    current = server.read("v1", "Node", "n1")
+    current["spec"]["unschedulable"] = True
+    server.apply(current)
+
+
+def test_a_human_cordon_racing_our_cordon_stays_the_humans(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    k8s_server.apply(node("n1"))
+    k8s_server.inject(Fault(status=None, verb="patch", before=_human_cordons))
+
+    result = actuators.nodes.cordon("n1", _slow(actuators))
+
+    assert result.outcome is Outcome.NOT_OURS
+    after = _node(k8s_server)
+    assert after["spec"]["unschedulable"] is True
+    assert CORDON_ANNOTATION not in after["metadata"].get("annotations", {})
+    assert [r.status for r in k8s_server.history.find(verb="patch")] == [409]
+    assert _events(k8s_server) == []
+
+
+def test_a_human_cordon_racing_our_taint_is_kept_beside_it(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    k8s_server.apply(node("n1"))
+    k8s_server.inject(Fault(status=None, verb="patch", before=_human_cordons))
+
+    assert actuators.nodes.taint("n1", _slow(actuators)).outcome is Outcome.APPLIED
+
+    after = _node(k8s_server)
+    assert after["spec"]["unschedulable"] is True
+    assert len(_our_taints(after)) == 1
+    assert our_marks(after) == {MarkKind.TAINT}
+
+
+def test_an_uncordon_whose_answer_times_out_is_confirmed_once(
+    k8s_server: RunningServer, k8s_api_client: Any, backoff_sleeps: list[float]
+) -> None:
+    actuators = KubernetesActuators(
+        k8s_api_client, settings=RetrySettings(request_timeout_s=0.2), sleep=backoff_sleeps.append
+    )
+    k8s_server.apply(node("n1"))
+    actuators.nodes.cordon("n1", _slow(actuators))
+    k8s_server.inject(Fault(status=None, delay_s=0.5, verb="patch"))
+
+    result = actuators.nodes.uncordon("n1", _recovered(actuators))
+
+    assert result.outcome is Outcome.UNDONE
+    assert not _node(k8s_server)["spec"].get("unschedulable")
+    assert len(k8s_server.history.find(verb="patch")) == 2
+    assert [e["action"] for e in _events(k8s_server, "Recovered")] == ["uncordonNode"]

@@ -224,6 +224,8 @@ class ApiServer(KubernetesEmulator):
         response: aiohttp.web.StreamResponse
         if fault is not None:
             record.fault = True
+            if fault.before is not None:
+                fault.before(self)
             if fault.status is not None:
                 # Refused before anything happens, after the delay (a slow failure).
                 record.status = fault.status

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,8 @@ class Fault:
     status: int | None = 500
     delay_s: float = 0.0
     times: int = 1
+    skip: int = 0
+    """Let this many matching requests through first (fault the 3rd patch: skip=2)."""
     method: str | None = None
     verb: str | None = None
     path: str | None = None
@@ -43,7 +47,12 @@ class Fault:
     reason: str | None = None
     message: str = "injected by the test harness"
     retry_after_s: int | None = None
+    before: Callable[[Any], None] | None = None
+    """Run on the server's loop, with the `ApiServer`, just before the request is served:
+    another actor's write landing between a client's read and its write (a real race,
+    answered by real resourceVersion checks rather than an injected status)."""
     fired: int = field(default=0, init=False)
+    skipped: int = field(default=0, init=False)
 
     def matches(self, shape: RequestShape) -> bool:
         return (
@@ -75,6 +84,9 @@ class FaultBook:
         with self._lock:
             for rule in self._rules:
                 if not rule.exhausted and rule.matches(shape):
+                    if rule.skipped < rule.skip:
+                        rule.skipped += 1
+                        continue
                     rule.fired += 1
                     return rule
         return None

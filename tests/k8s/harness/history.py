@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,8 @@ class RequestRecord:
     content_type: str | None
     fault: bool = False
     status: int | None = field(default=None)
+    at: float = field(default_factory=time.monotonic)
+    """When the request arrived (CLOCK_MONOTONIC, comparable across local processes)."""
 
 
 class History:

@@ -88,3 +88,42 @@ def test_request_history_records_verbs_paths_and_bodies(
     ]
     assert writes[-1].body == {"metadata": {"labels": {"a": "1"}}}
     assert writes[-1].content_type == "application/strategic-merge-patch+json"
+
+
+def test_a_write_landing_just_before_ours_makes_our_stale_write_conflict(
+    core_v1: Any, k8s_server: RunningServer
+) -> None:
+    k8s_server.apply(node("n1"))
+    read = core_v1.read_node("n1")
+
+    def someone_else_labels(server: Any) -> None:
+        current = server.read("v1", "Node", "n1")
+        current["metadata"]["labels"] = {"by": "human"}
+        server.apply(current)
+
+    k8s_server.inject(Fault(status=None, verb="patch", before=someone_else_labels))
+    with pytest.raises(ApiException) as caught:
+        core_v1.patch_node(
+            "n1",
+            {
+                "metadata": {"resourceVersion": read.metadata.resource_version},
+                "spec": {"unschedulable": True},
+            },
+        )
+    assert caught.value.status == 409
+    stored = core_v1.read_node("n1")
+    assert stored.metadata.labels == {"by": "human"}
+    assert not stored.spec.unschedulable
+
+
+def test_skip_lets_the_first_matching_requests_through(
+    core_v1: Any, k8s_server: RunningServer
+) -> None:
+    k8s_server.apply(node("n1"))
+    k8s_server.inject(Fault(status=500, skip=2, verb="get"))
+    core_v1.read_node("n1")
+    core_v1.read_node("n1")
+    with pytest.raises(ApiException):
+        core_v1.read_node("n1")
+    core_v1.read_node("n1")
+    assert [r.status for r in k8s_server.history.find(verb="get")] == [200, 200, 500, 200]

@@ -198,3 +198,46 @@ def test_drain_evicts_what_it_may_and_retries_the_protected_rest(
 def test_drain_refuses_an_empty_selector(actuators: KubernetesActuators) -> None:
     with pytest.raises(ValueError, match="non-empty label selector"):
         actuators.pods.drain_job_from_node("n1", "default", " ", _slow(actuators))
+
+
+def test_notify_events_name_the_job_report_and_are_posted_once(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    from pacekeeper.controller.actuators.events import EventAction, EventType
+
+    report = ObjectRef(
+        "StragglerReport", "train-a", "default", "uid-r", api_version="pacekeeper.dev/v1alpha1"
+    )
+    for _ in range(2):
+        assert actuators.events.record(
+            report,
+            _slow(actuators),
+            EventAction.NOTIFY,
+            "ranks 3, 17: BelowThreshold",
+            event_type=EventType.WARNING,
+        )
+    (event,) = _events(k8s_server, "BelowThreshold")
+    assert event["involvedObject"] == {
+        "kind": "StragglerReport",
+        "name": "train-a",
+        "namespace": "default",
+        "uid": "uid-r",
+        "apiVersion": "pacekeeper.dev/v1alpha1",
+    }
+    assert event["metadata"]["annotations"]["pacekeeper.dev/job"] == "default/train-a"
+    assert event["action"] == "notify"
+    assert actuators.events.failures == 0
+
+
+def test_an_event_that_cannot_be_posted_never_fails_the_caller(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    from pacekeeper.controller.actuators.events import EventAction
+
+    k8s_server.inject(Fault(status=403, reason="Forbidden", plural="events"))
+    posted = actuators.events.record(
+        ObjectRef("Node", "n1"), _slow(actuators), EventAction.NOTIFY, "x"
+    )
+    assert posted is False
+    assert actuators.events.failures == 1
+    assert k8s_server.list("v1", "Event") == []

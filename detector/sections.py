@@ -12,11 +12,13 @@ threads (the times stay bounded but mix) — time per-thread work in per-thread 
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter_ns
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from .timings import RingBuffer, summarize_ns
 
@@ -24,6 +26,9 @@ if TYPE_CHECKING:
     from pacekeeper.cupti_ext import KernelTimingBackend
 
     from .guard import Guard
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 OVERFLOW_SECTION = "<other>"
 """Where entries of names beyond the section cap are timed (memory stays bounded)."""
@@ -79,6 +84,16 @@ class SectionHandle:
         self._backend = backend
         self._guard = guard
         self._starts: list[int] = []
+
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
+        """Use as a decorator, as NVRx's generator-based context manager allows."""
+
+        @functools.wraps(fn)
+        def timed(*args: P.args, **kwargs: P.kwargs) -> R:
+            with self:
+                return fn(*args, **kwargs)
+
+        return timed
 
     def __enter__(self) -> SectionHandle:
         s = self.section

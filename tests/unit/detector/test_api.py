@@ -174,6 +174,17 @@ def test_unnamed_section_is_named_after_its_with_statement() -> None:
     assert Detector.custom_sections[name].total_entry_cnt == 3
 
 
+def test_a_section_works_as_a_decorator_like_nvrx() -> None:
+    Detector.initialize()
+
+    @Detector.detection_section("step")
+    def step(x: int) -> int:
+        return x * 2
+
+    assert [step(1), step(2)] == [2, 4]
+    assert Detector.custom_sections["step"].total_entry_cnt == 2
+
+
 def test_profiling_interval_times_every_nth_entry() -> None:
     Detector.initialize(profiling_interval=3)
     for _ in range(7):

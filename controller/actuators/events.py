@@ -37,7 +37,6 @@ class EventAction(StrEnum):
     """`action` of our Events; the do-actions share the policy ladder's names."""
 
     NOTIFY = "notify"
-    NOTIFY = "notify"
     TAINT_NODE = "taintNode"
     UNTAINT_NODE = "untaintNode"
     CORDON_NODE = "cordonNode"

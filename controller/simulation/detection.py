@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from pacekeeper.controller.simulation.models import Layout, WindowSummary
+from pacekeeper.cupti_ext.kernel_keys import is_comm_kernel
 from pacekeeper.detector import scoring
 from pacekeeper.detector.baselines import RecentBest
 from pacekeeper.detector.env import DetectorSettings
@@ -48,7 +49,7 @@ class RealScoring:
         ]
 
     def report(self, w: WindowSummary) -> ScoreReport:
-        keep = [i for i, k in enumerate(w.kernel_names) if not scoring.is_comm_kernel(k)]
+        keep = [i for i, k in enumerate(w.kernel_names) if not is_comm_kernel(k)]
         k_names = [w.kernel_names[i] for i in keep]
         k_ids = np.array([key_id(k) for k in k_names], dtype=np.uint64)
         s_ids = np.array([key_id(s) for s in w.section_names], dtype=np.uint64)

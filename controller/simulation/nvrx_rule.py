@@ -40,7 +40,10 @@ class NvrxRule:
 
 
 NVRX_DEFAULT = NvrxRule("nvrx-0.75", 0.75, sections=True)
-NEMO_RECIPE = NvrxRule("nvrx-0.7", 0.7, sections=False)
+NVRX_GPU = NvrxRule("nvrx-0.75-gpu", 0.75, sections=False)
+"""The default threshold on GPU scores only: fair to users who time no sections."""
+NEMO_RECIPE = NvrxRule("nvrx-0.7-gpu", 0.7, sections=False)
+NVRX_RULES = (NVRX_DEFAULT, NVRX_GPU, NEMO_RECIPE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,8 @@ from typing import IO
 
 import numpy as np
 
-from pacekeeper.controller.decisions import Decision, Verdict
+from pacekeeper.controller.attribution import score_getter
+from pacekeeper.controller.decisions import Decision, Reason, Verdict
 from pacekeeper.controller.engine import decide
 from pacekeeper.controller.observations import (
     ClusterView,
@@ -34,17 +35,21 @@ from pacekeeper.controller.observations import (
 )
 from pacekeeper.controller.policy import DISRUPTIVE_ACTIONS, NODE_ACTIONS, PolicyDocument
 from pacekeeper.controller.simulation.detection import EPOCH, RealScoring
-from pacekeeper.controller.simulation.models import JobSimulator, WindowSummary
+from pacekeeper.controller.simulation.models import (
+    ImbalanceKind,
+    JobSimulator,
+    ModelParams,
+    WindowSummary,
+)
 from pacekeeper.controller.simulation.nvrx_rule import (
-    NEMO_RECIPE,
-    NVRX_DEFAULT,
+    NVRX_RULES,
     NvrxRule,
     NvrxScorer,
     flagged,
 )
-from pacekeeper.controller.simulation.quality import Flag, SubjectKind
+from pacekeeper.controller.simulation.quality import Flag, Quality, SubjectKind, Truth, score_run
 from pacekeeper.controller.state import State
-from pacekeeper.detector.score_report import ScoreReport
+from pacekeeper.detector.score_report import RankScores, ScoreReport
 
 REPORT_HISTORY = 32
 """Reports kept in the job's window (the engine needs its persistence and imbalance
@@ -60,8 +65,8 @@ class RunRecord:
     window_s: float
     node_names: list[str]
     times_s: list[float] = field(default_factory=list)
-    worst_scores: list[np.ndarray] = field(default_factory=list)
-    """Per window, per rank: the lowest score the report carries (NaN: none)."""
+    scores: list[np.ndarray] = field(default_factory=list)
+    """Per window, per rank: the score the policy judges by (NaN: none)."""
     decisions: list[Decision] = field(default_factory=list)
     decision_times_s: list[float] = field(default_factory=list)
     ours: list[Flag] = field(default_factory=list)
@@ -92,7 +97,10 @@ def flags_from_decisions(
         subj = _subject(d, node_index)
         if subj is None:
             continue
-        disruptive = d.action in DISRUPTIVE_ACTIONS
+        # An action is taken (act) or would be (held only by observe/dry-run mode);
+        # other holds with an action (awaiting effect, budget) name the suspect only.
+        taken = d.verdict is Verdict.ACT or d.reason is Reason.OBSERVE_MODE
+        disruptive = taken and d.action in DISRUPTIVE_ACTIONS
         key = d.action_key or f"{d.subject}:{d.action.value}:{time_s}"
         if disruptive and key in seen:
             disruptive = False
@@ -127,13 +135,20 @@ class Replayer:
         return list(out.decisions)
 
 
-def worst_per_rank(report: ScoreReport, ranks: int) -> np.ndarray:
+def judged_scores(report: ScoreReport, ranks: int, policy: PolicyDocument) -> np.ndarray:
+    """Per rank, the score the default policy judges ranks by (NaN: not measured)."""
+    resolved = policy.policy_for(None)
+    get = score_getter(resolved[1].score) if resolved else _worst
     out = np.full(ranks, np.nan)
     for r in report.ranks:
-        w = r.worst_score()
-        if w is not None:
-            out[r.rank] = w
+        v = get(r)
+        if v is not None:
+            out[r.rank] = v
     return out
+
+
+def _worst(r: RankScores) -> float | None:
+    return r.worst_score()
 
 
 def run_scenario(
@@ -141,7 +156,7 @@ def run_scenario(
     windows: int,
     policy: PolicyDocument,
     *,
-    nvrx_rules: tuple[NvrxRule, ...] = (NVRX_DEFAULT, NEMO_RECIPE),
+    nvrx_rules: tuple[NvrxRule, ...] = NVRX_RULES,
     trace: IO[str] | None = None,
     on_window: Callable[[int], None] | None = None,
 ) -> RunRecord:
@@ -160,7 +175,7 @@ def run_scenario(
             trace.write(report.to_json() + "\n")
         t = w.end_s
         rec.times_s.append(t)
-        rec.worst_scores.append(worst_per_rank(report, layout.ranks))
+        rec.scores.append(judged_scores(report, layout.ranks, policy))
         decisions = replayer.step(report)
         rec.decisions.extend(decisions)
         rec.decision_times_s.extend([t] * len(decisions))
@@ -206,3 +221,57 @@ def replay(reports: Iterable[ScoreReport], policy: PolicyDocument) -> list[tuple
 
 def decision_json(t_s: float, d: Decision) -> str:
     return json.dumps({"timeS": t_s, **d.to_dict()}, default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One scenario run, scored: ``quality`` maps detector name ("pacekeeper",
+    "nvrx-0.75", "nvrx-0.75-gpu", "nvrx-0.7-gpu") to its scores on the same trace."""
+
+    scenario: str
+    record: RunRecord
+    truth: Truth
+    quality: dict[str, Quality]
+
+
+def simulate(
+    scenario: str,
+    ranks: int,
+    duration_s: float,
+    seed: int,
+    *,
+    policy: PolicyDocument | None = None,
+    params: ModelParams | None = None,
+    trace_path: str | Path | None = None,
+    on_window: Callable[[int], None] | None = None,
+) -> Outcome:
+    """Build the scenario, run it through the real scoring and engine, score it."""
+    from pacekeeper.controller.simulation.presets import simulation_policy
+    from pacekeeper.controller.simulation.scenarios import get_scenario
+
+    sc = get_scenario(scenario)
+    p = params or ModelParams()
+    windows = int(duration_s // p.window_s)
+    if windows < 1:
+        raise ValueError(
+            f"duration {duration_s}s is shorter than one report window ({p.window_s}s)"
+        )
+    sim, gt = sc.build(ranks, windows * p.window_s, seed, params=p)
+    doc = policy or simulation_policy()
+    if trace_path is not None:
+        with Path(trace_path).open("w", encoding="utf-8") as fh:
+            rec = run_scenario(sim, windows, doc, trace=fh, on_window=on_window)
+    else:
+        rec = run_scenario(sim, windows, doc, on_window=on_window)
+    truth = Truth(
+        faulty_ranks=gt.faulty_ranks,
+        start_s=gt.start_s(),
+        gpus_per_node=p.gpus_per_node,
+        ranks=ranks,
+        duration_s=windows * p.window_s,
+        imbalance=gt.imbalance is not ImbalanceKind.NONE,
+    )
+    quality = {"pacekeeper": score_run(rec.ours, truth)}
+    for name, flags in rec.nvrx.items():
+        quality[name] = score_run(flags, truth, per_report_actions=True)
+    return Outcome(scenario, rec, truth, quality)

@@ -1,0 +1,149 @@
+"""Detection quality, pacekeeper vs NVRx's rules, per scenario at 1,024 and 16,384 ranks.
+
+Every scenario runs through the simulator (controller/simulation), the real detector
+scoring and the real decision core; NVRx's published rule (0.75 on all four scores as
+NVRx defaults, 0.75 on GPU scores only, and 0.7 on GPU scores as NeMo recipes use) is
+scored on the same traces. Prints a table and writes bench/results/detection_quality.json.
+
+    .venv/bin/python bench/detection_quality.py [--ranks 1024 16384] [--seeds 2] [--jobs 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from rich.console import Console
+
+from pacekeeper.controller.policy import Mode
+from pacekeeper.controller.simulation.commands import quality_table
+from pacekeeper.controller.simulation.models import ModelParams
+from pacekeeper.controller.simulation.presets import simulation_policy
+from pacekeeper.controller.simulation.quality import Quality, combine
+from pacekeeper.controller.simulation.runner import simulate
+from pacekeeper.controller.simulation.scenarios import SCENARIOS
+
+RESULTS = Path(__file__).parent / "results" / "detection_quality.json"
+KERNELS_AT = {16384: 24}
+"""Compute kernels per rank: 200 by default; at 16,384 ranks 24, because playing every
+rank's detector costs one ``RecentBest.update`` (Python, ~10-20 us) per rank and kernel
+per report: 200 kernels would be ~60 s per simulated report window."""
+
+Task = tuple[int, str, int, float]
+MODE = Mode.DRY_RUN
+
+
+def run_one(task: Task) -> tuple[Task, dict[str, Quality], float]:
+    ranks, name, seed, duration = task
+    params = ModelParams(kernels=KERNELS_AT.get(ranks, 200))
+    t0 = time.perf_counter()
+    policy = simulation_policy(MODE)
+    out = simulate(name, ranks, duration, seed, policy=policy, params=params)
+    return task, out.quality, time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ranks", type=int, nargs="+", default=[1024, 16384])
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--duration", type=float, default=1800.0)
+    ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
+    ap.add_argument("--jobs", type=int, default=1, help="processes (one run each)")
+    ap.add_argument("--mode", choices=["dry-run", "enforce"], default="dry-run")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    global MODE
+    MODE = Mode(args.mode)
+    console = Console(width=120)
+    tasks = [
+        (r, s, seed, args.duration)
+        for r in args.ranks
+        for s in args.scenarios
+        for seed in range(args.seeds)
+    ]
+    done: dict[Task, tuple[dict[str, Quality], float]] = {}
+    t_all = time.perf_counter()
+    if args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            for task, q, wall in pool.map(run_one, tasks):
+                done[task] = (q, wall)
+                console.log(f"{task[0]} ranks {task[1]} seed {task[2]}: {wall:.0f}s")
+    else:
+        for t in tasks:
+            task, q, wall = run_one(t)
+            done[task] = (q, wall)
+            console.log(f"{task[0]} ranks {task[1]} seed {task[2]}: {wall:.0f}s")
+    results: list[dict[str, object]] = []
+    pooled: list[dict[str, object]] = []
+    for ranks in args.ranks:
+        kernels = KERNELS_AT.get(ranks, 200)
+        rows: list[tuple[str, str, Quality]] = []
+        per_detector: dict[str, list[Quality]] = {}
+        for name in args.scenarios:
+            runs = [done[(ranks, name, seed, args.duration)] for seed in range(args.seeds)]
+            for det in runs[0][0]:
+                q = combine(r[0][det] for r in runs)
+                per_detector.setdefault(det, []).append(q)
+                rows.append((name, det, q))
+                results.append(
+                    {
+                        "ranks": ranks,
+                        "scenario": name,
+                        "detector": det,
+                        "seeds": args.seeds,
+                        "durationS": args.duration,
+                        "kernels": kernels,
+                        "mode": args.mode,
+                        "wallS": round(sum(r[1] for r in runs), 1),
+                        **q.to_dict(),
+                    }
+                )
+        title = f"detection quality at {ranks} ranks ({args.seeds} seeds, {args.mode})"
+        console.print(quality_table(title, rows))
+        for det, qs in per_detector.items():
+            total = combine(qs)
+            # Rule of three: zero events in n trials bounds the rate below 3/n (95%).
+            bound = 1000.0 * max(3, total.false_actions * 2) / total.gpu_days
+            pooled.append(
+                {
+                    "ranks": ranks,
+                    "detector": det,
+                    "gpuDays": round(total.gpu_days, 1),
+                    "falseActions": total.false_actions,
+                    "falseActionsPer1000GpuDays": total.false_actions_per_1000_gpu_days,
+                    "upper95Per1000GpuDays": bound if total.false_actions == 0 else None,
+                }
+            )
+            console.print(
+                f"{ranks} ranks, {det}: {total.false_actions} false actions in "
+                f"{total.gpu_days:.0f} GPU-days (all scenarios) = "
+                f"{total.false_actions_per_1000_gpu_days:.2f} per 1,000 GPU-days"
+                + (f" (95% upper bound {bound:.2f})" if total.false_actions == 0 else "")
+            )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "benchmark": "detection_quality",
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "jobs": args.jobs,
+        "wallS": round(time.perf_counter() - t_all, 1),
+        "windowS": ModelParams().window_s,
+        "policy": simulation_policy(MODE).model_dump(
+            mode="json", by_alias=True, exclude_defaults=True
+        ),
+        "mode": args.mode,
+        "pooledFalseActions": pooled,
+        "results": results,
+    }
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The ``simulate`` and ``replay`` commands' bodies (the CLI module only parses options)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from pacekeeper.controller.simulation.quality import Quality
+
+PROGRESS_MIN_RANK_WINDOWS = 20_000
+"""Show a progress bar when ranks x windows is at least this (runs longer than ~2 s)."""
+
+
+def _fmt_s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def quality_table(title: str, rows: list[tuple[str, str, Quality]]) -> Table:
+    """One row per (scenario, detector); the scenario column only when one is named."""
+    t = Table(title=title)
+    with_scenario = any(sc for sc, _, _ in rows)
+    if with_scenario:
+        t.add_column("scenario", no_wrap=True)
+    t.add_column("detector", no_wrap=True)
+    for col in ("prec", "recall", "detect s", "act s", "FA/1k GPU-d", "HW on imb."):
+        t.add_column(col, justify="right")
+    for scenario, name, q in rows:
+        cells = [
+            name,
+            f"{q.precision:.3f}",
+            f"{q.recall:.3f}",
+            _fmt_s(q.time_to_detect_s),
+            _fmt_s(q.time_to_act_s),
+            f"{q.false_actions_per_1000_gpu_days:.1f}",
+            str(q.hardware_actions_on_imbalance),
+        ]
+        t.add_row(*([scenario] if with_scenario else []), *cells)
+    return t
+
+
+def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
+    scenario: str,
+    ranks: int,
+    duration_s: float,
+    seed: int,
+    plot: Path | None = None,
+    trace: Path | None = None,
+    policy: Path | None = None,
+) -> int:
+    from pacekeeper.controller.policy import load_policy_file
+    from pacekeeper.controller.simulation.models import ModelParams
+    from pacekeeper.controller.simulation.runner import simulate
+    from pacekeeper.controller.simulation.scenarios import get_scenario
+
+    console = Console()
+    try:
+        doc = load_policy_file(policy) if policy is not None else None
+        get_scenario(scenario)
+    except ValueError as e:
+        console.print(f"[red]error:[/] {e}")
+        return 2
+    windows = int(duration_s // ModelParams().window_s)
+    show = ranks * windows >= PROGRESS_MIN_RANK_WINDOWS
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not show,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(f"{scenario}: report windows", total=windows)
+        out = simulate(
+            scenario,
+            ranks,
+            duration_s,
+            seed,
+            policy=doc,
+            trace_path=trace,
+            on_window=lambda _: bar.advance(task),
+        )
+    truth = out.truth
+    faulty = sorted(truth.faulty_ranks)
+    start = "-" if truth.start_s is None else f"{truth.start_s:.0f}s"
+    console.print(
+        f"scenario [bold]{scenario}[/]: {ranks} ranks, {duration_s:.0f}s, seed {seed}; "
+        f"faulty ranks {faulty if faulty else 'none'} from {start}"
+    )
+    rows = [("", name, q) for name, q in out.quality.items()]
+    console.print(quality_table("detection quality on this trace", rows))
+    acts = [f for f in out.record.ours if f.disruptive]
+    for f in acts[:10]:
+        console.print(f"  t={f.time_s:.0f}s would act on {f.kind.value} {f.id}")
+    if trace is not None:
+        console.print(f"trace written: {trace}")
+    if plot is not None:
+        from pacekeeper.controller.simulation.plot import heatmap
+
+        heatmap(out.record, truth, plot, title=f"{scenario}, {ranks} ranks, seed {seed}")
+        console.print(f"heatmap written: {plot}")
+    return 0
+
+
+def replay_command(policy: Path, trace: Path, show_holds: bool = False) -> int:
+    from collections import Counter
+
+    from pacekeeper.controller.decisions import Verdict
+    from pacekeeper.controller.policy import load_policy_file
+    from pacekeeper.controller.simulation.runner import read_trace, replay
+
+    console = Console()
+    try:
+        doc = load_policy_file(policy)
+        decisions = replay(read_trace(trace), doc)
+    except (OSError, ValueError) as e:
+        console.print(f"[red]error:[/] {e}")
+        return 2
+    table = Table(title=f"replay of {trace} under {policy}")
+    for col in ("t s", "subject", "verdict", "action", "reason"):
+        table.add_column(col)
+    counts: Counter[tuple[str, str]] = Counter()
+    for t, d in decisions:
+        counts[(d.verdict.value, d.reason.value)] += 1
+        if d.action is None and d.verdict is Verdict.HOLD and not show_holds:
+            continue
+        table.add_row(
+            f"{t:.0f}", d.subject, d.verdict.value, d.action.value if d.action else "-", d.reason
+        )
+    console.print(table)
+    summary = ", ".join(f"{v}/{r}: {n}" for (v, r), n in sorted(counts.items()))
+    console.print(f"{len(decisions)} decisions ({summary})")
+    return 0

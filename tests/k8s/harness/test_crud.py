@@ -102,3 +102,40 @@ async def test_asyncio_client_creates_and_lists(k8s_aio_api_client: Any) -> None
     created = await api.create_namespaced_pod("default", pod("p1"))
     listed = await api.list_namespaced_pod("default")
     assert created.metadata.uid == listed.items[0].metadata.uid
+
+
+def test_dynamic_client_discovers_builtins_and_applied_crds(
+    k8s_server: Any, k8s_api_client: Any
+) -> None:
+    from kubernetes.dynamic import DynamicClient
+
+    from .objects import crd
+
+    k8s_server.apply(crd("example.pacekeeper.dev", "Widget", "widgets"))
+    dynamic = DynamicClient(k8s_api_client)
+    widgets = dynamic.resources.get(api_version="example.pacekeeper.dev/v1alpha1", kind="Widget")
+    widgets.create(
+        body={"apiVersion": widgets.group_version, "kind": "Widget", "metadata": {"name": "w1"}},
+        namespace="default",
+    )
+    dynamic.resources.get(api_version="v1", kind="Node").create(body={"metadata": {"name": "n1"}})
+
+    assert k8s_server.read("example.pacekeeper.dev/v1alpha1", "Widget", "w1", "default")
+    assert k8s_server.read("v1", "Node", "n1")
+
+
+def test_custom_objects_status_patch_reaches_only_status(
+    k8s_server: Any, k8s_api_client: Any
+) -> None:
+    from .objects import crd
+
+    k8s_server.apply(crd("example.pacekeeper.dev", "Widget", "widgets"))
+    api = kubernetes.client.CustomObjectsApi(k8s_api_client)
+    args = ("example.pacekeeper.dev", "v1alpha1", "default", "widgets")
+    api.create_namespaced_custom_object(*args, {"metadata": {"name": "w1"}, "spec": {"n": 1}})
+    api.patch_namespaced_custom_object_status(
+        *args, "w1", {"status": {"worst": 0.5}, "spec": {"n": 2}}
+    )
+    stored = api.get_namespaced_custom_object(*args, "w1")
+    assert stored["status"] == {"worst": 0.5}
+    assert stored["spec"] == {"n": 1}

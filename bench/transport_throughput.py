@@ -32,7 +32,11 @@ JOBS = 64
 def _run_case(ranks: int, persist: bool, per_job: int) -> dict[str, Any]:
     import ray
 
-    board = ray.remote(ScoreBoard).options(num_cpus=0).remote(persist=persist)
+    board = (
+        ray.remote(ScoreBoard)
+        .options(num_cpus=0)
+        .remote(persist=persist, store_prefix=f"bench-{ranks}-{persist}/")
+    )
     ray.get(board.ping.remote())
     payloads: list[list[tuple[str, str]]] = []
     for j in range(JOBS):

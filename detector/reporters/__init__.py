@@ -23,8 +23,10 @@ __all__ = [
     "ReporterOptions",
     "Sink",
     "attach_reporter",
+    "install_reporter",
     "make_publisher",
     "make_sink",
+    "uninstall_reporter",
 ]
 
 logger = logging.getLogger(__name__)
@@ -70,7 +72,20 @@ def make_publisher(
     kind = options.effective_kind(env)
     if kind is ReporterKind.NONE:
         return None
-    sink = make_sink(options, kind, api_client=api_client)
+    try:
+        sink = make_sink(options, kind, api_client=api_client)
+    except ImportError as e:
+        if options.kind is ReporterKind.AUTO:  # guessed, not asked for: degrade
+            logger.warning(
+                "score reporter disabled, client library missing",
+                extra={"sink": kind.value, "error": str(e)},
+            )
+            return None
+        extra = "ray" if kind is ReporterKind.RAY else "kubernetes"
+        raise ValueError(
+            f"reporter {kind.value!r} needs the {extra!r} package: "
+            f"pip install 'pacekeeper[{extra}]' ({e})"
+        ) from e
     logger.info(
         "score reporter configured",
         extra={"sink": sink.name, "incarnation": options.incarnation},
@@ -89,3 +104,27 @@ def attach_reporter(
     if publisher is not None:
         add_listener(publisher.submit)
     return publisher
+
+
+def install_reporter(
+    detector: Any, reporter: ReporterOptions | Mapping[str, Any] | str | None = None
+) -> Publisher | None:
+    """What ``Detector.initialize`` calls: ``reporter`` is a kind (``"ray"``,
+    ``"kubernetes"``, ``"none"``, ``"auto"``), a mapping of ``ReporterOptions`` fields, or
+    None to read everything from the environment. Bad configuration raises ValueError
+    naming the option or variable; nothing later raises into training."""
+    if isinstance(reporter, str):
+        reporter = {"kind": reporter}
+    return attach_reporter(detector.add_report_listener, reporter)
+
+
+def uninstall_reporter(detector: Any, publisher: Publisher | None, timeout_s: float = 2.0) -> None:
+    """What ``Detector.shutdown`` calls: stop listening, deliver what is queued within
+    ``timeout_s``, stop the thread. Never raises."""
+    if publisher is None:
+        return
+    try:
+        detector.remove_report_listener(publisher.submit)
+        publisher.close(timeout_s=timeout_s)
+    except Exception:
+        logger.exception("score reporter shutdown failed", extra={"sink": publisher.sink.name})

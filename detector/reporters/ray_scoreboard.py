@@ -4,7 +4,7 @@ One board per Ray cluster, in namespace ``pacekeeper``, created on demand by the
 reporter (``get_if_exists``) with ``num_cpus=0`` so it never takes a training slot.
 It restarts itself when its process dies (``max_restarts=-1``) and reloads its history
 from the GCS key-value store, where every accepted report is written through (one key
-per history slot, so a write costs one report, not a whole history). A reporter whose
+per stored report, so a write costs one report, not a whole history). A reporter whose
 call fails drops its handle and resolves the name again on the next retry, which also
 re-creates a board that was killed for good.
 
@@ -20,6 +20,7 @@ from typing import Any
 
 from pacekeeper.detector.reporters.scoreboard import (
     DEFAULT_MAX_HISTORY,
+    DEFAULT_MAX_JOB_BYTES,
     DEFAULT_MAX_JOBS,
     DEFAULT_MAX_PAYLOAD_BYTES,
     Entry,
@@ -32,11 +33,7 @@ logger = logging.getLogger(__name__)
 SCOREBOARD_NAME = "ScoreBoard"
 SCOREBOARD_NAMESPACE = "pacekeeper"
 _KV_NAMESPACE = "pacekeeper"
-_KV_PREFIX = "scoreboard/"
-
-
-def _kv_job_prefix(job: str) -> str:
-    return f"{_KV_PREFIX}{job}\x00"  # NUL ends the key: job keys never contain it
+DEFAULT_STORE_PREFIX = "scoreboard/"
 
 
 class ScoreBoard:
@@ -45,15 +42,23 @@ class ScoreBoard:
 
     def __init__(
         self,
+        *,
         max_history: int = DEFAULT_MAX_HISTORY,
         max_jobs: int = DEFAULT_MAX_JOBS,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_job_bytes: int = DEFAULT_MAX_JOB_BYTES,
         persist: bool = True,
+        store_prefix: str = DEFAULT_STORE_PREFIX,
     ) -> None:
         self._core = ScoreBoardCore(
-            max_history=max_history, max_jobs=max_jobs, max_payload_bytes=max_payload_bytes
+            max_history=max_history,
+            max_jobs=max_jobs,
+            max_payload_bytes=max_payload_bytes,
+            max_job_bytes=max_job_bytes,
         )
         self._persist = persist
+        self._prefix = store_prefix
+        """Keys of this board in the GCS store; another board (a benchmark's) uses another."""
         self._restored = self._restore() if persist else 0
 
     # --- writes -----------------------------------------------------------------
@@ -69,15 +74,19 @@ class ScoreBoard:
         result = self._core.publish(report, job=job, incarnation=incarnation, now=time.time())
         if self._persist:
             for gone in result.evicted_jobs:
-                _kv().del_(_kv_job_prefix(gone), del_by_prefix=True)
+                _kv().del_(self._job_prefix(gone), del_by_prefix=True)
             if result.entry is not None:
-                self._write_through(result.entry)
+                self._write_through(result.entry, result.dropped)
         return result.to_dict()
 
-    def _write_through(self, entry: Entry) -> None:
-        prefix = _kv_job_prefix(entry.job)
+    def _write_through(self, entry: Entry, dropped: tuple[Entry, ...] = ()) -> None:
+        # One key per entry counter: deleting what the bounds pushed out keeps the store
+        # exactly as large as the history in memory.
+        prefix = self._job_prefix(entry.job)
         kv = _kv()
-        kv.put(f"{prefix}slot/{entry.counter % self._core.max_history}", entry.to_json())
+        for gone in dropped:
+            kv.del_(f"{prefix}entry/{gone.counter}")
+        kv.put(f"{prefix}entry/{entry.counter}", entry.to_json())
         meta = {"incarnation": entry.incarnation, "past": self._core.past_incarnations(entry.job)}
         kv.put(f"{prefix}meta", json.dumps(meta))
 
@@ -85,25 +94,36 @@ class ScoreBoard:
         kv = _kv()
         by_job: dict[str, list[Entry]] = {}
         metas: dict[str, dict[str, Any]] = {}
-        for raw in kv.list(_KV_PREFIX):
+        for raw in kv.list(self._prefix):
             key = raw.decode()
-            job, _, rest = key[len(_KV_PREFIX) :].partition("\x00")
+            job, _, rest = key[len(self._prefix) :].partition("\x00")
             value = kv.get(key)
             if value is None:
                 continue
             try:
                 if rest == "meta":
                     metas[job] = json.loads(value)
-                elif rest.startswith("slot/"):
+                elif rest.startswith("entry/"):
                     by_job.setdefault(job, []).append(Entry.from_json(value))
             except (ValueError, KeyError, TypeError):
                 logger.warning("scoreboard skipped unreadable stored entry", extra={"key": key})
         for job, entries in by_job.items():
             meta = metas.get(job, {})
-            self._core.restore(entries, meta.get("incarnation"), list(meta.get("past", [])))
+            dropped = self._core.restore(
+                entries, meta.get("incarnation"), list(meta.get("past", []))
+            )
+            for gone in dropped:
+                kv.del_(f"{self._job_prefix(job)}entry/{gone.counter}")
         if by_job:
             logger.info("scoreboard restored history", extra={"jobs": len(by_job)})
         return len(by_job)
+
+    def _job_prefix(self, job: str) -> str:
+        return f"{self._prefix}{job}\x00"  # NUL ends the key: job keys never contain it
+
+    def stored_keys(self) -> int:
+        """Keys this board holds in the GCS store (to check the store stays bounded)."""
+        return len(_kv().list(self._prefix)) if self._persist else 0
 
     # --- reads ------------------------------------------------------------------
 

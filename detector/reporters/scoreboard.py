@@ -13,8 +13,8 @@ Rules:
   report from an incarnation seen before is stale and ignored. Without an incarnation
   (third-party publishers) a sequence that goes back with a later ``generatedAt`` counts
   as a restart.
-- History per job and the number of jobs are bounded; the job updated least recently
-  is evicted first.
+- History per job is bounded in reports and in bytes (the newest report is always kept),
+  and the number of jobs is bounded; the job updated least recently is evicted first.
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ from pacekeeper.detector.score_report import ReportRejected, ScoreReport
 DEFAULT_MAX_HISTORY = 256
 DEFAULT_MAX_JOBS = 1024
 DEFAULT_MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
-"""A 16,384-rank report in full JSON form is ~4 MiB; four times that is a bug."""
+"""A 16,384-rank report in full JSON form is ~4.5 MiB; over three times that is a bug."""
+DEFAULT_MAX_JOB_BYTES = 64 * 1024 * 1024
+"""History of one job, in JSON bytes: ~14 full reports of a 16,384-rank job, all 256 of
+a 256-rank one. Keeps one huge job from holding gigabytes in the actor and GCS."""
 _PAST_INCARNATIONS = 8
 
 
@@ -54,6 +57,8 @@ class Entry:
     generated_at: datetime
     received_at: float
     wire: dict[str, Any]
+    size: int = 0
+    """JSON bytes of the report as received (what the byte bound counts)."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -64,6 +69,7 @@ class Entry:
                 "sequence": self.sequence,
                 "generatedAt": self.generated_at.isoformat(),
                 "receivedAt": self.received_at,
+                "size": self.size,
                 "report": self.wire,
             },
             separators=(",", ":"),
@@ -80,6 +86,7 @@ class Entry:
             generated_at=datetime.fromisoformat(d["generatedAt"]),
             received_at=float(d["receivedAt"]),
             wire=d["report"],
+            size=int(d.get("size", 0)),
         )
 
 
@@ -89,6 +96,8 @@ class PublishResult:
     job: str
     entry: Entry | None
     evicted_jobs: tuple[str, ...] = ()
+    dropped: tuple[Entry, ...] = ()
+    """Older entries of this job pushed out by the bounds (the actor deletes their keys)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,10 +108,18 @@ class PublishResult:
 
 
 class _JobHistory:
-    __slots__ = ("entries", "incarnation", "last_touch", "next_counter", "past_incarnations")
+    __slots__ = (
+        "bytes",
+        "entries",
+        "incarnation",
+        "last_touch",
+        "next_counter",
+        "past_incarnations",
+    )
 
-    def __init__(self, max_history: int) -> None:
-        self.entries: collections.deque[Entry] = collections.deque(maxlen=max_history)
+    def __init__(self) -> None:
+        self.entries: collections.deque[Entry] = collections.deque()
+        self.bytes = 0
         self.incarnation: str | None = None
         self.past_incarnations: collections.deque[str] = collections.deque(
             maxlen=_PAST_INCARNATIONS
@@ -118,17 +135,20 @@ class ScoreBoardCore:
         max_history: int = DEFAULT_MAX_HISTORY,
         max_jobs: int = DEFAULT_MAX_JOBS,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_job_bytes: int = DEFAULT_MAX_JOB_BYTES,
     ) -> None:
         for label, value in (
             ("max_history", max_history),
             ("max_jobs", max_jobs),
             ("max_payload_bytes", max_payload_bytes),
+            ("max_job_bytes", max_job_bytes),
         ):
             if value < 1:
                 raise ValueError(f"ScoreBoard {label} must be >= 1, got {value!r}")
         self.max_history = max_history
         self.max_jobs = max_jobs
         self.max_payload_bytes = max_payload_bytes
+        self.max_job_bytes = max_job_bytes
         self._jobs: dict[str, _JobHistory] = {}
         self.counters: dict[str, int] = {o.value: 0 for o in Outcome} | {
             "rejected": 0,
@@ -146,7 +166,7 @@ class ScoreBoardCore:
         now: float,
     ) -> PublishResult:
         try:
-            report = self._validate(payload, job)
+            report, size = self._validate(payload, job)
         except ReportRejected:
             self.counters["rejected"] += 1
             raise
@@ -155,7 +175,7 @@ class ScoreBoardCore:
         evicted: tuple[str, ...] = ()
         if history is None:
             evicted = self._make_room()
-            history = self._jobs[key] = _JobHistory(self.max_history)
+            history = self._jobs[key] = _JobHistory()
         outcome = self._classify(history, report, incarnation)
         self.counters[outcome.value] += 1
         if outcome in (Outcome.DUPLICATE, Outcome.STALE):
@@ -171,13 +191,28 @@ class ScoreBoardCore:
             generated_at=report.generated_at,
             received_at=now,
             wire=report.to_wire(),
+            size=size,
         )
         history.next_counter += 1
-        history.entries.append(entry)
         history.last_touch = now
-        return PublishResult(outcome, key, entry, evicted)
+        dropped = self._append(history, entry)
+        return PublishResult(outcome, key, entry, evicted, dropped)
 
-    def _validate(self, payload: str | bytes | dict[str, Any], job: str | None) -> ScoreReport:
+    def _append(self, history: _JobHistory, entry: Entry) -> tuple[Entry, ...]:
+        history.entries.append(entry)
+        history.bytes += entry.size
+        dropped = []
+        while len(history.entries) > 1 and (
+            len(history.entries) > self.max_history or history.bytes > self.max_job_bytes
+        ):
+            gone = history.entries.popleft()
+            history.bytes -= gone.size
+            dropped.append(gone)
+        return tuple(dropped)
+
+    def _validate(
+        self, payload: str | bytes | dict[str, Any], job: str | None
+    ) -> tuple[ScoreReport, int]:
         if isinstance(payload, dict):
             size = len(json.dumps(payload, separators=(",", ":"), default=str))
         elif isinstance(payload, str | bytes):
@@ -196,7 +231,7 @@ class ScoreBoardCore:
                 f"job identity mismatch: publisher is bound to {job!r}, "
                 f"report.job is {report.job.key!r}"
             )
-        return report
+        return report, size
 
     @staticmethod
     def _classify(history: _JobHistory, report: ScoreReport, incarnation: str | None) -> Outcome:
@@ -222,21 +257,27 @@ class ScoreBoardCore:
             self.counters["evicted_jobs"] += 1
         return tuple(evicted)
 
-    def restore(self, entries: list[Entry], incarnation: str | None, past: list[str]) -> None:
-        """Reload one job's history (after the actor restarted), oldest first."""
+    def restore(
+        self, entries: list[Entry], incarnation: str | None, past: list[str]
+    ) -> tuple[Entry, ...]:
+        """Reload one job's history (after the actor restarted); returns the entries the
+        bounds leave out (stored under older, larger bounds)."""
         if not entries:
-            return
-        ordered = sorted(entries, key=lambda e: e.counter)[-self.max_history :]
+            return ()
+        ordered = sorted(entries, key=lambda e: e.counter)
         key = ordered[0].job
         history = self._jobs.get(key)
         if history is None:
             self._make_room()
-            history = self._jobs[key] = _JobHistory(self.max_history)
-        history.entries.extend(ordered)
+            history = self._jobs[key] = _JobHistory()
+        dropped: list[Entry] = []
+        for entry in ordered:
+            dropped.extend(self._append(history, entry))
         history.incarnation = incarnation
         history.past_incarnations.extend(past)
         history.next_counter = ordered[-1].counter + 1
         history.last_touch = ordered[-1].received_at
+        return tuple(dropped)
 
     # --- reads ------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from pacekeeper.detector import Detector
-from pacekeeper.detector.reporters import attach_reporter
+from pacekeeper.detector.reporters import install_reporter, uninstall_reporter
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     pause_file = os.environ.get("PAUSE_AFTER_STEP_FILE")
     pause_step = int(os.environ.get("PAUSE_AFTER_STEP", "-1"))
     Detector.initialize(report_time_interval=3600, kernel_timing="none")
-    publisher = attach_reporter(Detector.add_report_listener)
+    publisher = install_reporter(Detector)  # everything from PACEKEEPER_* variables
     step_times = []
     x = torch.ones(64)
     for step in range(steps):
@@ -48,7 +48,7 @@ def main() -> None:
                     time.sleep(0.05)
             dist.barrier()
     if publisher is not None:
-        publisher.close(timeout_s=30)
+        publisher.flush(timeout_s=30)
         stats = publisher.stats()
         out = os.environ.get("RESULT_FILE")
         if out:
@@ -56,6 +56,7 @@ def main() -> None:
                 json.dumps({"published": stats.published, "dropped": stats.dropped_oldest,
                             "errors": stats.send_errors, "rejected": stats.rejected})
             )  # fmt: skip
+    uninstall_reporter(Detector, publisher)
     Detector.shutdown()
     dist.destroy_process_group()
 

@@ -146,3 +146,24 @@ def test_sink_refuses_a_report_of_another_job_without_contacting_the_board() -> 
     sink = RayScoreBoardSink(job="ray:mine", incarnation="x")
     with pytest.raises(ReportRejected, match="'ray:mine'"):
         sink.send(synthetic_report(job=_job()))
+
+
+def test_store_holds_only_the_bounded_history_and_a_new_board_reloads_it(
+    ray_cluster: str,
+) -> None:
+    import ray
+
+    from pacekeeper.detector.reporters.ray_scoreboard import ScoreBoard
+
+    prefix = f"test-{uuid.uuid4().hex[:6]}/"
+    actor = ray.remote(ScoreBoard).options(num_cpus=0)
+    board = actor.remote(max_history=3, store_prefix=prefix)
+    job = _job()
+    for seq in range(10):
+        ray.get(board.publish.remote(synthetic_report(job=job, sequence=seq).to_json(), job.key))
+    assert ray.get(board.stored_keys.remote()) == 3 + 1  # three reports and the job's meta
+    ray.kill(board)
+    reborn = actor.remote(max_history=3, store_prefix=prefix)
+    assert [w["sequence"] for w in ray.get(reborn.window.remote(job.key))] == [7, 8, 9]
+    assert ray.get(reborn.stats.remote())["restored_jobs"] == 1
+    ray.kill(reborn)

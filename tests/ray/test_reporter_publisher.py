@@ -159,3 +159,44 @@ def test_auto_picks_kubernetes_in_a_pod_with_a_job_name_and_none_elsewhere() -> 
     assert bare.effective_kind({}) in (ReporterKind.NONE, ReporterKind.RAY)
     off = ReporterOptions.resolve(None, pod_env | {"PACEKEEPER_REPORTER": "none"})
     assert off.effective_kind(pod_env) is ReporterKind.NONE
+
+
+def test_install_reporter_registers_on_the_detector_and_uninstall_removes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pacekeeper.detector import Detector
+    from pacekeeper.detector.reporters import install_reporter, uninstall_reporter
+
+    monkeypatch.setenv("PACEKEEPER_REPORTER", "kubernetes")
+    monkeypatch.setenv("PACEKEEPER_JOB_NAME", "llm")
+    monkeypatch.setenv("PACEKEEPER_JOB_NAMESPACE", "ml")
+    publisher = install_reporter(Detector)
+    assert publisher is not None and publisher.sink.name == "kubernetes"
+    try:
+        assert publisher.submit in Detector._listeners
+    finally:
+        uninstall_reporter(Detector, publisher, timeout_s=0.1)
+    assert publisher.submit not in Detector._listeners
+    assert install_reporter(Detector, "none") is None
+    monkeypatch.delenv("PACEKEEPER_JOB_NAME")
+    for fallback in ("JOB_NAME", "PET_JOB_NAME", "JOBSET_NAME"):
+        monkeypatch.delenv(fallback, raising=False)
+    with pytest.raises(ValueError, match="PACEKEEPER_JOB_NAME"):
+        install_reporter(Detector, "kubernetes")
+
+
+def test_missing_client_library_fails_when_asked_for_and_degrades_when_guessed(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sys
+
+    from pacekeeper.detector.reporters import make_publisher
+
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # import now fails
+    env = {"PACEKEEPER_JOB_NAME": "llm", "POD_NAMESPACE": "ml"}
+    with pytest.raises(ValueError, match=r"pip install 'pacekeeper\[kubernetes\]'"):
+        make_publisher({"kind": "kubernetes"}, env=env)
+    pod = env | {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+    with caplog.at_level(logging.WARNING):
+        assert make_publisher(None, env=pod) is None
+    assert "score reporter disabled, client library missing" in caplog.messages

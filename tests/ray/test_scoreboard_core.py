@@ -153,3 +153,15 @@ def test_restore_rebuilds_history_and_keeps_counting_after_it() -> None:
     assert _publish(fresh, _wire(4)).outcome is Outcome.DUPLICATE
     result = _publish(fresh, _wire(5))
     assert result.entry is not None and result.entry.counter == 5
+
+
+def test_history_is_bounded_in_bytes_but_always_keeps_the_newest_report() -> None:
+    size = len(json.dumps(_wire(0), separators=(",", ":")))
+    board = ScoreBoardCore(max_job_bytes=int(size * 2.5))
+    results = [_publish(board, json.dumps(_wire(seq), separators=(",", ":"))) for seq in range(5)]
+    assert [w["sequence"] for w in board.window(JOB.key)] == [3, 4]
+    assert [e.sequence for e in results[-1].dropped] == [2]
+    tiny = ScoreBoardCore(max_job_bytes=10)
+    _publish(tiny, _wire(0))
+    _publish(tiny, _wire(1))
+    assert [w["sequence"] for w in tiny.window(JOB.key)] == [1]

@@ -51,6 +51,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, nargs="+", default=[1024, 16384])
     ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--seeds-16k", type=int, default=None, help="seeds at 16,384 ranks")
     ap.add_argument("--duration", type=float, default=1800.0)
     ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
     ap.add_argument("--jobs", type=int, default=1, help="processes (one run each)")
@@ -60,11 +61,15 @@ def main() -> None:
     global MODE
     MODE = Mode(args.mode)
     console = Console(width=120)
+
+    def seeds_at(ranks: int) -> int:
+        return args.seeds_16k if ranks >= 16384 and args.seeds_16k else args.seeds
+
     tasks = [
         (r, s, seed, args.duration)
         for r in args.ranks
         for s in args.scenarios
-        for seed in range(args.seeds)
+        for seed in range(seeds_at(r))
     ]
     done: dict[Task, tuple[dict[str, Quality], float]] = {}
     t_all = time.perf_counter()
@@ -85,7 +90,7 @@ def main() -> None:
         rows: list[tuple[str, str, Quality]] = []
         per_detector: dict[str, list[Quality]] = {}
         for name in args.scenarios:
-            runs = [done[(ranks, name, seed, args.duration)] for seed in range(args.seeds)]
+            runs = [done[(ranks, name, seed, args.duration)] for seed in range(seeds_at(ranks))]
             for det in runs[0][0]:
                 q = combine(r[0][det] for r in runs)
                 per_detector.setdefault(det, []).append(q)
@@ -95,7 +100,7 @@ def main() -> None:
                         "ranks": ranks,
                         "scenario": name,
                         "detector": det,
-                        "seeds": args.seeds,
+                        "seeds": seeds_at(ranks),
                         "durationS": args.duration,
                         "kernels": kernels,
                         "mode": args.mode,
@@ -103,7 +108,7 @@ def main() -> None:
                         **q.to_dict(),
                     }
                 )
-        title = f"detection quality at {ranks} ranks ({args.seeds} seeds, {args.mode})"
+        title = f"detection quality at {ranks} ranks ({seeds_at(ranks)} seeds, {args.mode})"
         console.print(quality_table(title, rows))
         for det, qs in per_detector.items():
             total = combine(qs)

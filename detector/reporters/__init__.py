@@ -11,9 +11,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pacekeeper.detector.reporters.backoff import Backoff
-from pacekeeper.detector.reporters.options import ReporterKind, ReporterOptions
-from pacekeeper.detector.reporters.publisher import Publisher, PublisherStats, Sink
+from .backoff import Backoff
+from .options import ReporterKind, ReporterOptions
+from .publisher import Publisher, PublisherStats, Sink
 
 __all__ = [
     "Backoff",
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 def make_sink(options: ReporterOptions, kind: ReporterKind, *, api_client: Any = None) -> Sink:
     assert options.incarnation is not None  # resolve() always sets it
     if kind is ReporterKind.RAY:
-        from pacekeeper.detector.reporters.ray_scoreboard import RayScoreBoardSink
+        from .ray_scoreboard import RayScoreBoardSink
 
         return RayScoreBoardSink(
             job=None,  # bound to the first report's job (the Detector's identity)
@@ -44,7 +44,7 @@ def make_sink(options: ReporterOptions, kind: ReporterKind, *, api_client: Any =
             timeout_s=options.timeout_s,
         )
     if kind is ReporterKind.KUBERNETES:
-        from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
+        from .kubernetes import KubernetesStatusSink
 
         namespace, name = options.stragglerreport()
         return KubernetesStatusSink(

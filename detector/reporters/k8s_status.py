@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pacekeeper.detector.score_report import K8S_STATUS_MAX_BYTES, ScoreReport
+from ..score_report import K8S_STATUS_MAX_BYTES, ScoreReport
 
 GROUP = "pacekeeper.dev"
 VERSION = "v1alpha1"

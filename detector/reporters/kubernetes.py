@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pacekeeper.detector.reporters.k8s_status import (
+from ..score_report import ReportRejected, ScoreReport
+from .k8s_status import (
     DEFAULT_STRAGGLER_THRESHOLD,
     GROUP,
     PLURAL,
@@ -25,7 +26,6 @@ from pacekeeper.detector.reporters.k8s_status import (
     new_object,
     status_patch,
 )
-from pacekeeper.detector.score_report import ReportRejected, ScoreReport
 
 logger = logging.getLogger(__name__)
 
@@ -152,8 +152,8 @@ def _default_api_client() -> Any:
 
     configuration = client.Configuration()
     try:
-        config.load_incluster_config(client_configuration=configuration)
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config(client_configuration=configuration)
+        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.retries = 0
     return client.ApiClient(configuration)

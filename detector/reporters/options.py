@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pacekeeper.detector import env as detector_env
-from pacekeeper.detector.reporters.k8s_status import DEFAULT_STRAGGLER_THRESHOLD
+from .. import env as detector_env
+from .k8s_status import DEFAULT_STRAGGLER_THRESHOLD
 
 
 class ReporterKind(StrEnum):

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pacekeeper.detector.reporters.backoff import Backoff
-from pacekeeper.detector.score_report import ReportRejected, ScoreReport
+from ..score_report import ReportRejected, ScoreReport
+from .backoff import Backoff
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ import logging
 import time
 from typing import Any
 
-from pacekeeper.detector.reporters.scoreboard import (
+from ..score_report import ReportRejected, ScoreReport
+from .scoreboard import (
     DEFAULT_MAX_HISTORY,
     DEFAULT_MAX_JOB_BYTES,
     DEFAULT_MAX_JOBS,
@@ -26,7 +27,6 @@ from pacekeeper.detector.reporters.scoreboard import (
     Entry,
     ScoreBoardCore,
 )
-from pacekeeper.detector.score_report import ReportRejected, ScoreReport
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ def get_scoreboard(*, create: bool = True, **board_options: Any) -> Any:
     if not create:
         return ray.get_actor(SCOREBOARD_NAME, namespace=SCOREBOARD_NAMESPACE)
     actor_cls = ray.remote(ScoreBoard)
-    return actor_cls.options(  # type: ignore[attr-defined]
+    return actor_cls.options(
         name=SCOREBOARD_NAME,
         namespace=SCOREBOARD_NAMESPACE,
         lifetime="detached",

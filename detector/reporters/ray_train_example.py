@@ -67,7 +67,7 @@ def run(*, num_workers: int = 2, steps: int = 6, report_every: int = 3, storage_
     from ray.train.torch import TorchConfig, TorchTrainer
 
     trainer = TorchTrainer(
-        train_loop_per_worker,
+        train_loop_per_worker,  # type: ignore[arg-type]  # returns metrics (return_value)
         train_loop_config={"steps": steps, "report_every": report_every},
         torch_config=TorchConfig(backend="gloo"),
         scaling_config=ScalingConfig(

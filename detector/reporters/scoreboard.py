@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pacekeeper.detector.score_report import ReportRejected, ScoreReport
+from ..score_report import ReportRejected, ScoreReport
 
 DEFAULT_MAX_HISTORY = 256
 DEFAULT_MAX_JOBS = 1024

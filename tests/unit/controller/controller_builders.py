@@ -42,6 +42,7 @@ def report(
     per_node: int = 8,
     samples: int = 10,
     nodes: Mapping[int, str] | None = None,
+    world_size: int | None = None,
 ) -> ScoreReport:
     ranks = [
         RankScores(
@@ -60,6 +61,7 @@ def report(
         generated_at=at,
         window_s=REPORT_S,
         ranks=ranks,
+        world_size=world_size,
     )
 
 

@@ -366,3 +366,71 @@ def test_warm_up_after_job_start_holds() -> None:
     for _ in range(5):
         loop.step({0: SLOW})
     assert (ActionKind.NOTIFY, "node/node-000") in acts(loop.log)
+
+
+# --- anything goes: arbitrary report streams ------------------------------------------------
+
+_STRAGGLER = st.tuples(st.just("report"), st.just(scores(24, {0: 0.3})), st.just(60), st.just(9))
+_EVENT = st.one_of(
+    _STRAGGLER,  # a real straggler, so that there is something to do
+    st.tuples(
+        st.just("report"),
+        st.dictionaries(
+            st.integers(0, 23),
+            st.one_of(st.sampled_from([None, 0.3, 1.0]), st.floats(0, 1.2)),
+            min_size=1,
+            max_size=24,
+        ),
+        st.integers(-120, 900),  # seconds since the previous event (back in time too)
+        st.integers(0, 3),  # samples
+    ),
+    st.tuples(st.just("rejected"), st.none(), st.integers(0, 600), st.just(0)),
+    # Time passes without new data; often past maxReportAgeS.
+    st.tuples(
+        st.just("tick"), st.none(), st.sampled_from([400, 1000]) | st.integers(0, 900), st.just(0)
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    events=st.lists(st.one_of(_STRAGGLER, _STRAGGLER, _EVENT), min_size=1, max_size=25),
+    mode=st.sampled_from([Mode.ENFORCE, Mode.ENFORCE, Mode.DRY_RUN, Mode.OBSERVE]),
+)
+def test_arbitrary_report_streams_never_act_on_bad_data_and_state_round_trips(events, mode) -> None:
+    import json
+
+    doc = policy_doc({"persistence": {"minSamples": 1}}, {"mode": mode.value})
+    loop = Loop(doc, world=24)
+    for kind, sc, dt, samples in events:
+        loop.now += timedelta(seconds=dt)
+        if kind == "report":
+            loop.seq += 1
+            rep = report(sc, seq=loop.seq, at=loop.now, samples=samples, world_size=24)
+            loop.reports.append(rep)
+        elif kind == "rejected":
+            loop.reports.append(RejectedReport(received_at=loop.now, error="bad"))
+        if not loop.reports:
+            continue
+        newest = loop.reports[-5:]
+        ds = loop.decide()
+        last = newest[-1]
+        moving = [d for d in ds if d.verdict is not Verdict.HOLD and not d.evidence.get("reissue")]
+        if isinstance(last, RejectedReport) or loop.now - last.generated_at > timedelta(
+            seconds=300
+        ):
+            assert [d for d in moving if d.verdict is Verdict.ACT] == []
+        for d in moving:
+            if d.verdict is Verdict.ACT:
+                assert mode is Mode.ENFORCE
+                latest = max(
+                    (r for r in newest if not isinstance(r, RejectedReport)),
+                    key=lambda r: r.generated_at,
+                )
+                by_rank = {r.rank: r for r in latest.ranks}
+                for rank in d.evidence["ranks"]:
+                    assert by_rank[rank].gpu_relative is not None
+                    assert by_rank[rank].gpu_relative < doc.policies["default"].thresholds.act
+                    assert by_rank[rank].kernel_samples >= 1
+        text = json.dumps(loop.state.to_dict())
+        assert State.from_dict(json.loads(text)) == loop.state

@@ -175,6 +175,7 @@ def test_percent_budget_rounds_down_but_keeps_one_node() -> None:
 def test_json_schema_describes_the_document_and_accepts_the_examples() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     schema = policy_json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["properties"]["mode"]["default"] == "observe"
     assert "policies" in schema["properties"]
     for path in EXAMPLES:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from itertools import pairwise
 
 from controller_builders import REPORT_S, Loop, acts, policy_doc, reasons
 from hypothesis import given, settings
@@ -202,3 +203,17 @@ def test_state_round_trips_through_json() -> None:
         loop.step({0: SLOW, 9: SLOW})
     text = json.dumps(loop.state.to_dict())
     assert State.from_dict(json.loads(text)) == loop.state
+
+
+def test_disruptive_actions_on_one_job_keep_their_minimum_gap() -> None:
+    loop = Loop(policy_doc({"budgets": {"betweenActionsS": 600}}))
+    for _ in range(30):
+        loop.step({0: SLOW})
+    disruptive = [
+        d for d in loop.log if d.verdict is Verdict.ACT and d.action is not ActionKind.NOTIFY
+    ]
+    assert len(disruptive) >= 3
+    gaps = [b.decided_at - a.decided_at for a, b in pairwise(disruptive)]
+    assert min(gaps) >= timedelta(seconds=600)
+    held = [d for d in loop.log if d.reason is Reason.COOLDOWN]
+    assert held and held[0].evidence["cause"] == "betweenActions"

@@ -19,6 +19,7 @@ import ctypes
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -224,7 +225,7 @@ class CuptiBackend:
         self._incomplete = 0
         self._received = 0
         self._markers_sent = 0
-        self._probe_seen = False
+        self._fences_seen = 0
         self._unparsed_buffers = 0
         self._failures: dict[str, int] = {}
         self._dropped_count = ctypes.c_size_t(0)
@@ -279,20 +280,46 @@ class CuptiBackend:
 
             try:
                 c.activity_enable_driver_api(cbid, 1)
-                kind = self._ext_kind
-                c.activity_push_external_correlation_id(kind, encode_external_id(0, 0, False))
-                call()
-                c.activity_pop_external_correlation_id(kind)
-                c.activity_flush_all(0)
+                seen = self._fence(call, timeout_s=1.0)
             except Exception as e:
                 self._release()
                 raise CuptiUnavailable(f"CUPTI activity API unavailable: {e}") from e
-            if self._probe_seen:
+            if seen:
                 logger.debug("CUPTI section marker chosen", extra={"marker": fname})
                 return call, cbid
             c.activity_enable_driver_api(cbid, 0)
+        received = self._received
         self._release()
-        raise CuptiUnavailable("CUPTI did not trace a section marker call (no driver API records)")
+        raise CuptiUnavailable(
+            "CUPTI did not trace a section marker call "
+            f"({received} records received, buffer path {self.buffer_path})"
+        )
+
+    def _fence(self, marker: Callable[[], Any], timeout_s: float) -> bool:
+        """Emit a fence marker, flush, and wait until our callback has processed it.
+
+        CUPTI may hand buffers over on its own thread after a flush returns (and that
+        thread needs the GIL), so a flush alone does not mean the records were seen.
+        """
+        c = self._c
+        target = self._fences_seen + 1
+        c.activity_push_external_correlation_id(self._ext_kind, encode_external_id(0, 0, False))
+        try:
+            marker()
+        finally:
+            c.activity_pop_external_correlation_id(self._ext_kind)
+        deadline = time.monotonic() + timeout_s
+        forced = False
+        c.activity_flush_all(0)
+        while self._fences_seen < target:
+            if time.monotonic() > deadline:
+                if forced:
+                    return False
+                forced = True
+                c.activity_flush_all(1)
+                deadline = time.monotonic() + timeout_s
+            time.sleep(0.0002)
+        return True
 
     def _release(self) -> None:
         c = self._c
@@ -430,7 +457,7 @@ class CuptiBackend:
         serial, _, _ = decode_external_ids(ext_ids)
         probe = serial == 0
         if probe.any():
-            self._probe_seen = True
+            self._fences_seen += int(np.count_nonzero(probe))
             ext_ids, corr = ext_ids[~probe], corr[~probe]
         self._book.add(ext_ids, corr)
         self._incomplete += dec.incomplete
@@ -474,8 +501,9 @@ class CuptiBackend:
 
     def collect(self) -> KernelWindow:
         try:
-            if not self._closed and not self._paused:
-                self._c.activity_flush_all(0)
+            live = not self._closed and not self._paused
+            if live and not self._fence(self._marker, timeout_s=0.25):
+                self._fail("fence", TimeoutError("CUPTI buffers not delivered in time"))
             cupti_dropped = 0 if self._closed else self._cupti_dropped()
             with self._lock:
                 window = self._window(cupti_dropped)

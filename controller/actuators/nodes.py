@@ -25,6 +25,7 @@ from pacekeeper.controller.actuators.events import (
 )
 from pacekeeper.controller.actuators.results import ActionResult, Outcome
 from pacekeeper.controller.actuators.retries import RetrySettings, retrying, status_of
+from pacekeeper.controller.actuators.unanswered import UnansweredWrites
 from pacekeeper.controller.marks import (
     CORDON_ANNOTATION,
     TAINT_ANNOTATION,
@@ -110,6 +111,7 @@ class NodeActuator:
         self._events = events
         self._settings = settings
         self._sleep = sleep
+        self._unanswered = UnansweredWrites()
 
     def taint(self, node: str, provenance: Provenance) -> ActionResult:
         """Add our NoSchedule taint (value: the reason) with its provenance."""
@@ -188,20 +190,22 @@ class NodeActuator:
 
     def _unmark(self, node: str, provenance: Provenance, ops: _MarkOps) -> ActionResult:
         target = f"node/{node}"
-        unanswered: list[Body] = []
+        key = (node, ops.kind, provenance)
 
         def step() -> ActionResult:
             current = self._read(node, missing_ok=True)
             if current is None:
+                self._unanswered.settle(key)
                 return ActionResult(Outcome.ALREADY_UNDONE, target, {"node": "gone"})
             present = ops.present(current)
             if _owner_of(current, ops.kind) != provenance.owner:
-                if unanswered and not present:
+                if self._unanswered.settle(key) is not None and not present:
                     # Our removal went unanswered (a timeout) and mark and note are both
                     # gone: that removal landed.
                     self._announce(current, provenance, ops.undo, ops.undone_message)
                     return ActionResult(Outcome.UNDONE, target, {"confirmed": "by re-read"})
                 return ActionResult(Outcome.NOT_OURS if present else Outcome.ALREADY_UNDONE, target)
+            self._unanswered.settle(key)
             if not present:
                 # Someone removed our mark (a human uncordon): drop our stale note only.
                 self._write(current, {}, {ops.annotation: None})
@@ -210,12 +214,12 @@ class NodeActuator:
                 written = self._write(current, ops.removed(current), {ops.annotation: None})
             except Exception as exc:
                 if status_of(exc) in {None, 504}:
-                    unanswered.append(current)  # no answer: it may have landed
+                    self._unanswered.remember(key, current)  # no answer: it may have landed
                 raise
             self._announce(written, provenance, ops.undo, ops.undone_message)
             return ActionResult(Outcome.UNDONE, target)
 
-        return self._run(str(ops.undo), step, lambda: bool(unanswered))
+        return self._run(str(ops.undo), step, lambda: key in self._unanswered)
 
     def _announce(
         self,

@@ -32,6 +32,7 @@ from pacekeeper.controller.actuators.retries import (
     retrying,
     status_of,
 )
+from pacekeeper.controller.actuators.unanswered import UnansweredWrites
 from pacekeeper.controller.decisions import Reason
 from pacekeeper.controller.marks import Provenance
 from pacekeeper.controller.ranks import PodTarget
@@ -77,6 +78,7 @@ class PodActuator:
         self._settings = settings
         self._sleep = sleep
         self._delete_fallback_after = delete_fallback_after
+        self._unanswered = UnansweredWrites()
 
     def restart_rank(
         self,
@@ -199,18 +201,25 @@ class PodActuator:
     ) -> tuple[ActionResult | _Blocked, Body | None]:
         """Evict or delete the live incarnation of `target`, once; returns the pod taken."""
         where = f"pod/{target.namespace}/{target.name}"
+        key = (target.namespace, target.name, target.uid)
         taken: list[Body] = []
-        unanswered: list[Body] = []
 
         def step() -> ActionResult | _Blocked:
-            pod = self._read_live(target)
+            before = self._unanswered.get(key)
+            pinned = target
+            if before is not None and not target.uid:
+                # Pin the incarnation our unanswered request was for: a replacement
+                # with the same name means that request landed, not a new target.
+                pinned = replace(target, uid=before["metadata"].get("uid"))
+            pod = self._read_live(pinned)
             if isinstance(pod, ActionResult):
-                if unanswered and pod.detail.get("replacedBy") is None:
-                    # Our request went unanswered (a timeout) and the pod is now gone or
-                    # terminating: that request landed.
-                    taken.append(unanswered[-1])
+                if self._unanswered.settle(key) is not None and before is not None:
+                    # Our request went unanswered (a timeout) and that pod is now gone,
+                    # terminating or replaced: the request landed.
+                    taken.append(before)
                     return ActionResult(done, where, {"confirmed": "by re-read"})
                 return pod
+            self._unanswered.settle(key)  # still there, same incarnation: not landed
             try:
                 call(target.namespace, target.name, pod["metadata"].get("uid"))
             except Exception as exc:
@@ -219,7 +228,7 @@ class PodActuator:
                 if is_budget_refusal(exc):
                     return _Blocked(str(getattr(exc, "body", "")))
                 if status_of(exc) in {None, 504}:
-                    unanswered.append(pod)  # no answer, or a gateway timeout: it may have landed
+                    self._unanswered.remember(key, pod)  # no answer: it may have landed
                 raise
             taken.append(pod)
             return ActionResult(done, where)
@@ -229,7 +238,7 @@ class PodActuator:
             settings=self._settings,
             sleep=self._sleep,
             what=what,
-            unanswered=lambda: bool(unanswered) and not taken,
+            unanswered=lambda: key in self._unanswered,
         )
         return result, (taken[0] if taken else None)
 

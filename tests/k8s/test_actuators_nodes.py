@@ -310,3 +310,24 @@ def test_an_uncordon_whose_answer_times_out_is_confirmed_once(
     assert not _node(k8s_server)["spec"].get("unschedulable")
     assert len(k8s_server.history.find(verb="patch")) == 2
     assert [e["action"] for e in _events(k8s_server, "Recovered")] == ["uncordonNode"]
+
+
+def test_an_unconfirmed_untaint_is_settled_by_the_next_call(
+    k8s_server: RunningServer, k8s_api_client: Any, backoff_sleeps: list[float]
+) -> None:
+    actuators = KubernetesActuators(
+        k8s_api_client, settings=RetrySettings(request_timeout_s=0.2), sleep=backoff_sleeps.append
+    )
+    k8s_server.apply(node("n1"))
+    actuators.nodes.taint("n1", _slow(actuators))
+    k8s_server.inject(Fault(status=None, delay_s=0.5, verb="patch"))
+    k8s_server.inject(Fault(status=500, times=100, verb="get", skip=1))
+    with pytest.raises(RetryLater):
+        actuators.nodes.untaint("n1", _recovered(actuators))
+    k8s_server.faults.clear()
+
+    result = actuators.nodes.untaint("n1", _recovered(actuators))
+
+    assert result.outcome is Outcome.UNDONE
+    assert _our_taints(_node(k8s_server)) == []
+    assert [e["action"] for e in _events(k8s_server, "Recovered")] == ["untaintNode"]

@@ -241,3 +241,30 @@ def test_an_event_that_cannot_be_posted_never_fails_the_caller(
     assert posted is False
     assert actuators.events.failures == 1
     assert k8s_server.list("v1", "Event") == []
+
+
+def test_an_unconfirmed_eviction_is_settled_by_the_next_call_not_repeated(
+    k8s_server: RunningServer, k8s_api_client: Any, backoff_sleeps: list[float]
+) -> None:
+    actuators = KubernetesActuators(
+        k8s_api_client, settings=RetrySettings(request_timeout_s=0.2), sleep=backoff_sleeps.append
+    )
+    _seed(k8s_server, "train-a-0")
+    unpinned = PodTarget("default", "train-a-0")  # no uid: only the name is known
+    # The eviction lands but its answer is lost, and every read after it fails.
+    k8s_server.inject(Fault(status=None, delay_s=0.5, subresource="eviction"))
+    k8s_server.inject(Fault(status=500, times=100, verb="get", skip=1))
+    with pytest.raises(RetryLater):
+        actuators.pods.restart_rank(unpinned, _slow(actuators), rank=0)
+    k8s_server.faults.clear()
+    replacement = _seed(k8s_server, "train-a-0")  # the Job controller's new pod
+
+    result = actuators.pods.restart_rank(unpinned, _slow(actuators), rank=0)
+
+    assert result.outcome is Outcome.EVICTED
+    assert len(_evictions(k8s_server)) == 1
+    assert _pods(k8s_server) == ["train-a-0"]
+    assert (
+        k8s_server.read("v1", "Pod", "train-a-0", "default")["metadata"]["uid"] == replacement.uid
+    )
+    assert len(_events(k8s_server, "BelowThreshold")) == 1

@@ -23,15 +23,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from .attribution import MAX_SECTION_ID, MarkerBook, decode_external_ids, encode_external_id
-from .backend import KernelStat, KernelWindow
-from .kernel_keys import KernelKeyTable, comm_pattern_from_env
-from .kernel_stats import RingStats
+from .attribution import MAX_SECTION_ID, encode_external_id
+from .backend import KernelWindow
+from .kernel_keys import comm_pattern_from_env
 from .records import (
-    DecodedBuffer,
-    KernelBatch,
     RecordLayout,
     decode_addresses,
     decode_span,
@@ -39,6 +34,7 @@ from .records import (
     record_addresses,
     record_offsets,
 )
+from .window_builder import KernelWindowBuilder
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +44,6 @@ DEFAULT_SAMPLE_EVERY = 32
 for the measured overhead and the detection quality behind the choice)."""
 
 INJECTION_ENV = ("CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID", "NV_NSIGHT_INJECTION")
-OTHER_SECTION = "<other>"
-_KEY_STRIDE = 1 << 32
 _MARKER_CANDIDATES = ("cuDriverGetVersion", "cuDeviceGetCount")
 
 
@@ -196,17 +190,16 @@ class CuptiBackend:
         self._kernel_kind = c.ActivityKind.CONCURRENT_KERNEL
         self._ext_kind = int(c.ExternalCorrelationKind.CUSTOM2)  # CUSTOM0/1 are Kineto's
         self._buffer_size = buffer_size
-        self._max_pending = max_pending_records
         self._lock = threading.Lock()
-        self._keys = KernelKeyTable(
-            max_keys,
+        self._builder = KernelWindowBuilder(
+            self._ext_kind,
+            ring=ring,
+            max_keys=max_keys,
+            max_section_groups=max_section_groups,
+            max_pending_records=max_pending_records,
             bucket_shapes=bucket_shapes,
             comm_pattern=comm_pattern if comm_pattern is not None else comm_pattern_from_env(),
         )
-        self._book = MarkerBook()
-        self._global = RingStats(ring)
-        self._per_section = RingStats(ring, max_groups=max_section_groups)
-        self._pending: KernelBatch | None = None
         self._section_ids: dict[str, int] = {}
         self._section_names: list[str] = []
         # hot-path state (training thread)
@@ -217,15 +210,7 @@ class CuptiBackend:
         self._stack: list[tuple[int, int]] = []
         self._paused = False
         self._closed = False
-        # window counters (guarded by _lock)
-        self._records = 0
-        self._comm = 0
-        self._unattributed = 0
-        self._dropped = 0
-        self._incomplete = 0
-        self._received = 0
         self._markers_sent = 0
-        self._fences_seen = 0
         self._unparsed_buffers = 0
         self._failures: dict[str, int] = {}
         self._dropped_count = ctypes.c_size_t(0)
@@ -288,7 +273,7 @@ class CuptiBackend:
                 logger.debug("CUPTI section marker chosen", extra={"marker": fname})
                 return call, cbid
             c.activity_enable_driver_api(cbid, 0)
-        received = self._received
+        received = self._builder.received
         self._release()
         raise CuptiUnavailable(
             "CUPTI did not trace a section marker call "
@@ -302,7 +287,7 @@ class CuptiBackend:
         thread needs the GIL), so a flush alone does not mean the records were seen.
         """
         c = self._c
-        target = self._fences_seen + 1
+        target = self._builder.fences_seen + 1
         c.activity_push_external_correlation_id(self._ext_kind, encode_external_id(0, 0, False))
         try:
             marker()
@@ -311,7 +296,7 @@ class CuptiBackend:
         deadline = time.monotonic() + timeout_s
         forced = False
         c.activity_flush_all(0)
-        while self._fences_seen < target:
+        while self._builder.fences_seen < target:
             if time.monotonic() > deadline:
                 if forced:
                     return False
@@ -429,8 +414,7 @@ class CuptiBackend:
                 return
             decoded = decode_addresses(record_addresses(activities), self._layout)
             with self._lock:
-                self._received += n
-                self._process(decoded)
+                self._builder.add(decoded, n)
         except Exception as e:
             self._fail("buffer", e)
 
@@ -439,54 +423,15 @@ class CuptiBackend:
             offsets, whole = record_offsets(raw, self._layout)
             decoded = decode_span(raw, offsets, self._layout)
             with self._lock:
-                self._received += len(offsets)
                 if not whole:
                     self._unparsed_buffers += 1
                     if self._unparsed_buffers == 1:
                         logger.warning(
                             "CUPTI buffer with an unexpected record layout; its tail is skipped"
                         )
-                self._process(decoded)
+                self._builder.add(decoded, len(offsets))
         except Exception as e:
             self._fail("buffer", e)
-
-    def _process(self, dec: DecodedBuffer) -> None:
-        ours = dec.external_kind == self._ext_kind
-        ext_ids = dec.external_id[ours]
-        corr = dec.external_correlation_id[ours]
-        serial, _, _ = decode_external_ids(ext_ids)
-        probe = serial == 0
-        if probe.any():
-            self._fences_seen += int(np.count_nonzero(probe))
-            ext_ids, corr = ext_ids[~probe], corr[~probe]
-        self._book.add(ext_ids, corr)
-        self._incomplete += dec.incomplete
-        k = dec.kernels if self._pending is None else concat_kernels(self._pending, dec.kernels)
-        self._pending = None
-        if len(k.correlation_id) == 0:
-            return
-        asg = self._book.assign(k.correlation_id)
-        if asg.pending.any():
-            held = select(k, asg.pending)
-            over = len(held.correlation_id) - self._max_pending
-            if over > 0:
-                self._dropped += over
-                held = select(held, np.arange(len(held.correlation_id)) >= over)
-            self._pending = held
-        resolved = ~asg.pending
-        kid = self._keys.lookup(k.name_ptr[resolved], k.threads[resolved])
-        dur = k.duration_ns[resolved].astype(np.float64)
-        comm = self._keys.is_comm(kid)
-        inside = asg.any_section[resolved]
-        self._comm += int(np.count_nonzero(inside & comm))
-        self._unattributed += int(np.count_nonzero(~inside))
-        use = inside & ~comm
-        self._records += int(np.count_nonzero(use))
-        self._global.add(kid[use], dur[use])
-        for sid, mask in asg.sections.items():
-            m = mask[resolved] & ~comm
-            if m.any():
-                self._per_section.add(sid * _KEY_STRIDE + kid[m], dur[m])
 
     # --- report time -------------------------------------------------------------------
 
@@ -506,9 +451,10 @@ class CuptiBackend:
                 self._fail("fence", TimeoutError("CUPTI buffers not delivered in time"))
             cupti_dropped = 0 if self._closed else self._cupti_dropped()
             with self._lock:
-                window = self._window(cupti_dropped)
-                self._check_conflict()
-                self._reset_window()
+                received = self._builder.received
+                window = self._builder.take(self._section_names, cupti_dropped)
+            self._check_conflict(received)
+            self._markers_sent = 0
             if window.dropped_records:
                 logger.warning("kernel records dropped", extra={"dropped": window.dropped_records})
             return window
@@ -516,25 +462,8 @@ class CuptiBackend:
             self._fail("collect", e)
             return KernelWindow()
 
-    def _window(self, cupti_dropped: int) -> KernelWindow:
-        keys = self._keys.keys
-        kernels = {keys[k]: s for k, s in self._global.snapshot().items()}
-        sections: dict[str, dict[str, KernelStat]] = {}
-        for group, stat in self._per_section.snapshot().items():
-            sid, kid = divmod(group, _KEY_STRIDE)
-            name = self._section_names[sid] if sid < len(self._section_names) else OTHER_SECTION
-            sections.setdefault(name, {})[keys[kid]] = stat
-        return KernelWindow(
-            kernels=kernels,
-            sections=sections,
-            dropped_records=self._dropped + cupti_dropped + self._per_section.refused,
-            records=self._records,
-            comm_records=self._comm,
-            unattributed_records=self._unattributed,
-        )
-
-    def _check_conflict(self) -> None:
-        if self._markers_sent and not self._received and not self._paused:
+    def _check_conflict(self, received: int) -> None:
+        if self._markers_sent and not received and not self._paused:
             # Markers always produce records; none arrived, so another tool registered
             # its own buffer callbacks over ours. Take them back once per window.
             self._failures["conflict"] = self._failures.get("conflict", 0) + 1
@@ -544,13 +473,6 @@ class CuptiBackend:
                 self._attach()
             except Exception as e:
                 self._fail("reattach", e)
-
-    def _reset_window(self) -> None:
-        self._global.reset()
-        self._per_section.reset()
-        self._book.retire()
-        self._records = self._comm = self._unattributed = 0
-        self._dropped = self._incomplete = self._received = self._markers_sent = 0
 
     def shutdown(self) -> None:
         """Flush, disable our activity kinds and detach CUPTI so another tool can attach."""
@@ -574,7 +496,8 @@ class CuptiBackend:
     def kernel_names(self) -> dict[str, str]:
         """Kernel key -> full demangled kernel name, for every key seen so far."""
         with self._lock:
-            return dict(zip(self._keys.keys, self._keys.full_names, strict=True))
+            keys = self._builder.keys
+            return dict(zip(keys.keys, keys.full_names, strict=True))
 
     @property
     def paused(self) -> bool:
@@ -585,24 +508,6 @@ class CuptiBackend:
     def failures(self) -> dict[str, int]:
         """Internal failures by cause since start (each logged once)."""
         return dict(self._failures)
-
-
-def select(k: KernelBatch, mask: Any) -> KernelBatch:
-    return KernelBatch(
-        correlation_id=k.correlation_id[mask],
-        duration_ns=k.duration_ns[mask],
-        name_ptr=k.name_ptr[mask],
-        threads=k.threads[mask],
-    )
-
-
-def concat_kernels(a: KernelBatch, b: KernelBatch) -> KernelBatch:
-    return KernelBatch(
-        correlation_id=np.concatenate([a.correlation_id, b.correlation_id]),
-        duration_ns=np.concatenate([a.duration_ns, b.duration_ns]),
-        name_ptr=np.concatenate([a.name_ptr, b.name_ptr]),
-        threads=np.concatenate([a.threads, b.threads]),
-    )
 
 
 def _torch_profiler_probe() -> Callable[[], bool] | None:

@@ -1,0 +1,139 @@
+"""Decoded CUPTI buffers in, a ``KernelWindow`` out: the CUPTI backend's pure core.
+
+No CUPTI, no clock, no threads: the backend feeds it decoded buffers (under its lock)
+and asks for the window at report time; CPU tests feed it synthesized buffers.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .attribution import MarkerBook, decode_external_ids
+from .backend import KernelStat, KernelWindow
+from .kernel_keys import KernelKeyTable
+from .kernel_stats import RingStats
+from .records import DecodedBuffer, KernelBatch
+
+OTHER_SECTION = "<other>"
+_KEY_STRIDE = 1 << 32
+
+
+class KernelWindowBuilder:
+    def __init__(
+        self,
+        external_kind: int,
+        *,
+        ring: int = 256,
+        max_keys: int = 1024,
+        max_section_groups: int = 8192,
+        max_pending_records: int = 1 << 20,
+        bucket_shapes: bool = True,
+        comm_pattern: re.Pattern[str] | None = None,
+        keys: KernelKeyTable | None = None,
+    ) -> None:
+        self.external_kind = external_kind
+        self.keys = keys or KernelKeyTable(
+            max_keys, bucket_shapes=bucket_shapes, comm_pattern=comm_pattern
+        )
+        self.book = MarkerBook()
+        self._global = RingStats(ring)
+        self._per_section = RingStats(ring, max_groups=max_section_groups)
+        self._max_pending = max_pending_records
+        self._pending: KernelBatch | None = None
+        self.fences_seen = 0
+        """Fence markers (serial 0) processed since creation."""
+        self.received = 0
+        self._records = self._comm = self._unattributed = 0
+        self._dropped = self._incomplete = 0
+
+    @property
+    def pending_records(self) -> int:
+        return 0 if self._pending is None else len(self._pending.correlation_id)
+
+    def add(self, dec: DecodedBuffer, records: int) -> None:
+        """Fold one decoded buffer (``records`` records in all) into the window."""
+        self.received += records
+        ours = dec.external_kind == self.external_kind
+        ext_ids = dec.external_id[ours]
+        corr = dec.external_correlation_id[ours]
+        serial, _, _ = decode_external_ids(ext_ids)
+        fence = serial == 0
+        if fence.any():
+            self.fences_seen += int(np.count_nonzero(fence))
+            ext_ids, corr = ext_ids[~fence], corr[~fence]
+        self.book.add(ext_ids, corr)
+        self._incomplete += dec.incomplete
+        k = dec.kernels if self._pending is None else concat_kernels(self._pending, dec.kernels)
+        self._pending = None
+        if len(k.correlation_id) == 0:
+            return
+        asg = self.book.assign(k.correlation_id)
+        if asg.pending.any():
+            held = select(k, asg.pending)
+            over = len(held.correlation_id) - self._max_pending
+            if over > 0:
+                self._dropped += over
+                held = select(held, np.arange(len(held.correlation_id)) >= over)
+            self._pending = held
+        resolved = ~asg.pending
+        kid = self.keys.lookup(k.name_ptr[resolved], k.threads[resolved])
+        dur = k.duration_ns[resolved].astype(np.float64)
+        comm = self.keys.is_comm(kid)
+        inside = asg.any_section[resolved]
+        self._comm += int(np.count_nonzero(inside & comm))
+        self._unattributed += int(np.count_nonzero(~inside))
+        use = inside & ~comm
+        self._records += int(np.count_nonzero(use))
+        self._global.add(kid[use], dur[use])
+        for sid, mask in asg.sections.items():
+            m = mask[resolved] & ~comm
+            if m.any():
+                self._per_section.add(sid * _KEY_STRIDE + kid[m], dur[m])
+
+    def drop(self, records: int) -> None:
+        """Count records lost before they reached us (full buffers, queues)."""
+        self._dropped += records
+
+    def take(self, section_names: list[str], extra_dropped: int = 0) -> KernelWindow:
+        """The window since the last call; starts a new one."""
+        keys = self.keys.keys
+        kernels = {keys[k]: s for k, s in self._global.snapshot().items()}
+        sections: dict[str, dict[str, KernelStat]] = {}
+        for group, stat in self._per_section.snapshot().items():
+            sid, kid = divmod(group, _KEY_STRIDE)
+            name = section_names[sid] if sid < len(section_names) else OTHER_SECTION
+            sections.setdefault(name, {})[keys[kid]] = stat
+        window = KernelWindow(
+            kernels=kernels,
+            sections=sections,
+            dropped_records=self._dropped + extra_dropped + self._per_section.refused,
+            records=self._records,
+            comm_records=self._comm,
+            unattributed_records=self._unattributed,
+        )
+        self._global.reset()
+        self._per_section.reset()
+        self.book.retire()
+        self._records = self._comm = self._unattributed = 0
+        self._dropped = self._incomplete = self.received = 0
+        return window
+
+
+def select(k: KernelBatch, mask: np.ndarray) -> KernelBatch:
+    return KernelBatch(
+        correlation_id=k.correlation_id[mask],
+        duration_ns=k.duration_ns[mask],
+        name_ptr=k.name_ptr[mask],
+        threads=k.threads[mask],
+    )
+
+
+def concat_kernels(a: KernelBatch, b: KernelBatch) -> KernelBatch:
+    return KernelBatch(
+        correlation_id=np.concatenate([a.correlation_id, b.correlation_id]),
+        duration_ns=np.concatenate([a.duration_ns, b.duration_ns]),
+        name_ptr=np.concatenate([a.name_ptr, b.name_ptr]),
+        threads=np.concatenate([a.threads, b.threads]),
+    )

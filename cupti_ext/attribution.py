@@ -166,7 +166,7 @@ def _inside(corr: I64, iv: _Intervals) -> Mask:
     starts, stops = starts[order], stops[order]
     # Nested entries of one section (recursion) merge into their enclosing interval.
     stops = np.maximum.accumulate(stops)
-    idx = np.searchsorted(starts, corr, side="right") - 1
+    idx = np.searchsorted(starts, corr, side="left") - 1  # strictly after the entry marker
     ok = idx >= 0
     inside = np.zeros(len(corr), np.bool_)
     inside[ok] = corr[ok] < stops[idx[ok]]

@@ -45,8 +45,6 @@ def test_gpu_slowed_by_a_competing_workload_is_flagged_by_the_individual_gpu_sco
     flagged = slow.identify_stragglers()
     assert slow.gpu_individual_perf_scores[0] < 0.75, slow.gpu_individual_perf_scores
     assert {s.rank for s in flagged["straggler_gpus_individual"]} == {0}
-    # Launching stays as fast on the CPU: the section score does not flag it.
-    assert flagged["straggler_sections_individual"] == {}
 
 
 def _free_port() -> int:

@@ -79,7 +79,7 @@ def split_world(rank: int, world_size: int, out_dir: str) -> None:
         report = Detector.generate_report_if_interval_elapsed()
         if report is not None:
             sub_reports.append(report)
-    for _ in range(10):  # a final window with enough samples to judge
+    for _ in range(16):  # a final window with enough samples to judge
         step(rank, 3, "forward")
     last = Detector.generate_report()
     Detector.shutdown()

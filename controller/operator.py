@@ -26,7 +26,11 @@ from pacekeeper.controller.metrics import ControllerMetrics
 from pacekeeper.controller.observations import JobKey
 from pacekeeper.controller.policy import Mode, PolicyDocument
 from pacekeeper.controller.reconcile import RETRY_SOON_S, Reconciler
-from pacekeeper.controller.sources.kubernetes import DETECT_ANNOTATION, JOB_NAME_LABELS
+from pacekeeper.controller.sources.kubernetes import (
+    DETECT_ANNOTATION,
+    JOB_NAME_LABELS,
+    WorldCache,
+)
 from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
 
 logger = logging.getLogger(__name__)
@@ -140,6 +144,12 @@ def build_registry(reconciler: Reconciler, config: OperatorConfig, api_client: A
         settings.watching.client_timeout = 70
         loop = asyncio.get_running_loop()
         state["queue"] = WorkQueue(loop.time)
+        if reconciler.cache is not None and not reconciler.cache.primed:
+            src = reconciler.source
+            pods = await asyncio.to_thread(src.list_all_pods)
+            nodes = await asyncio.to_thread(src.list_nodes)
+            opted = [p for p in pods if DETECT_ANNOTATION in _annotations_of(p)]
+            reconciler.cache.prime(opted, nodes)
         state["worker"] = asyncio.create_task(_worker(reconciler, queue(), config))
         state["resync"] = asyncio.create_task(_resync(reconciler, queue(), config))
 
@@ -150,25 +160,60 @@ def build_registry(reconciler: Reconciler, config: OperatorConfig, api_client: A
             if task is not None:
                 task.cancel()
 
+    seen: dict[JobKey, tuple[Any, ...]] = {}
+
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def _report_event(event: dict[str, Any], namespace: str, name: str, **_: Any) -> None:
+    async def _report_event(
+        event: dict[str, Any], body: Any, namespace: str, name: str, **_: Any
+    ) -> None:
         key = JobKey(f"{namespace}/{name}")
         if "queue" not in state:
             return
         if event.get("type") == "DELETED":
             queue().forget(key)
+            seen.pop(key, None)
             return
+        # Our own status.controller writes come back as events too: only what the job
+        # or a person changed (report, annotations, spec) is worth a reconcile.
+        sig = _trigger_signature(body)
+        if seen.get(key) == sig:
+            return
+        seen[key] = sig
         queue().add(key)
 
     @kopf.on.event(
         "", "v1", "pods", annotations={DETECT_ANNOTATION: kopf.PRESENT}, registry=registry
     )
-    async def _pod_event(body: Any, **_: Any) -> None:
+    async def _pod_event(event: dict[str, Any], body: Any, **_: Any) -> None:
+        if reconciler.cache is not None:
+            reconciler.cache.put_pod(event.get("type"), body)
         key = _job_of_pod(body)
         if key is not None and "queue" in state:
             queue().add(key, delay_s=1.0)  # pods come in bursts: let them settle
 
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    async def _node_event(event: dict[str, Any], body: Any, **_: Any) -> None:
+        if reconciler.cache is not None:
+            reconciler.cache.put_node(event.get("type"), body)
+
     return registry
+
+
+def _annotations_of(obj: Any) -> Any:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def _trigger_signature(body: Any) -> tuple[Any, ...]:
+    status = body.get("status") or {}
+    report = status.get("report") or {}
+    meta = body.get("metadata") or {}
+    return (
+        report.get("sequence"),
+        report.get("generatedAt"),
+        status.get("incarnation"),
+        repr(sorted((meta.get("annotations") or {}).items())),
+        meta.get("generation"),
+    )
 
 
 async def _worker(reconciler: Reconciler, queue: WorkQueue, config: OperatorConfig) -> None:
@@ -253,6 +298,7 @@ def run(
         instance=config.identity,
         metrics=metrics,
         is_leader=_leader_check(elector),
+        cache=WorldCache(),
     )
     registry = build_registry(reconciler, config, api_client)
     logger.info(

@@ -29,6 +29,7 @@ from pacekeeper.controller.ranks import RankUnresolved, resolve_rank
 from pacekeeper.controller.sources.kubernetes import (
     JOB_NAME_LABELS,
     KubernetesSource,
+    WorldCache,
     cluster_view_of,
     job_view_of,
     opt_in_of,
@@ -107,7 +108,7 @@ class Reconciler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         is_leader: Callable[[], bool] = lambda: True,
         actuators: KubernetesActuators | None = None,
-        node_cache_s: float = 2.0,
+        cache: WorldCache | None = None,
     ) -> None:
         self.policies = policies
         self.owner = owner
@@ -121,8 +122,7 @@ class Reconciler:
         self._is_leader = is_leader
         self._lock = threading.Lock()
         self._pdb_blocked: dict[JobKey, set[NodeName]] = {}
-        self._node_cache: tuple[float, list[dict[str, Any]]] | None = None
-        self._node_cache_s = node_cache_s
+        self.cache = cache
 
     # --- public -------------------------------------------------------------------------
 
@@ -146,11 +146,15 @@ class Reconciler:
 
     # --- one attempt ----------------------------------------------------------------------
 
+    def _pods(self, namespace: str) -> list[dict[str, Any]]:
+        if self.cache is not None and self.cache.primed:
+            return self.cache.pods(namespace)
+        return self.source.list_pods(namespace)
+
     def _nodes(self) -> list[dict[str, Any]]:
-        now = time.monotonic()
-        if self._node_cache is None or now - self._node_cache[0] > self._node_cache_s:
-            self._node_cache = (now, self.source.list_nodes())
-        return self._node_cache[1]
+        if self.cache is not None and self.cache.primed:
+            return self.cache.nodes()
+        return self.source.list_nodes()
 
     def _reconcile_once(self, key: JobKey) -> ReconcileResult | None:
         from kubernetes.client.exceptions import ApiException
@@ -164,7 +168,7 @@ class Reconciler:
             return ReconcileResult()
         now = self._clock()
         report = report_of(obj, now)
-        pods = pods_of_job(self.source.list_pods(namespace), name)
+        pods = pods_of_job(self._pods(namespace), name)
         opt_in = opt_in_of(obj, pods)
         for problem in opt_in.problems:
             logger.warning("job annotation ignored", extra={"job": key, "problem": problem})
@@ -174,7 +178,6 @@ class Reconciler:
             from dataclasses import replace
 
             view = replace(view, pdb_blocked_nodes=frozenset(blocked))
-        self._node_cache = None  # a reconcile reads nodes fresh: marks are level state
         cluster_view = cluster_view_of(self._nodes(), self.owner)
 
         cluster_state = self.store.load_cluster()

@@ -349,6 +349,7 @@ def single_rank_group() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=25)
+    ap.add_argument("--gemm-pairs", type=int, default=None, help="pairs for gemm_bound")
     ap.add_argument("--block", type=int, default=40)
     ap.add_argument(
         "--slow-mode-pairs",
@@ -411,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     mode.setup()
                     pairs = args.slow_mode_pairs if mname == "bare_cupti" else args.pairs
+                    if wname == "gemm_bound" and args.gemm_pairs:
+                        pairs = args.gemm_pairs
                     r = measure(mode, step, pairs, args.block)
                     r["pairs"] = pairs
                     r["added_per_kernel_us"] = r["added_step_us_median"] / kps if kps else None

@@ -24,8 +24,10 @@ def synthetic_report(
     gpu: bool = True,
     generated_at: datetime | None = None,
     window_s: float = 60.0,
+    ray_node_ids: dict[str, str] | None = None,
 ) -> ScoreReport:
-    """A report where every rank scores ~1.0 except ``slow`` (rank -> score)."""
+    """A report where every rank scores ~1.0 except ``slow`` (rank -> score); nodes are
+    ``node-00000``, ``node-00001``... (``ray_node_ids`` maps them to Ray node ids)."""
     job = job or JobIdentity(platform=Platform.LOCAL, name="synthetic")
     slow = slow or {}
     names = list(sections)
@@ -39,6 +41,7 @@ def synthetic_report(
                 rank=rank,
                 node=node,
                 pod=f"{job.name}-{rank}" if job.platform is Platform.KUBERNETES else None,
+                ray_node_id=(ray_node_ids or {}).get(node),
                 gpu_relative=base if gpu else None,
                 gpu_individual=min(1.0, base + 0.02) if gpu else None,
                 section_relative={s: base for s in names},

@@ -219,3 +219,31 @@ class RayRunner:
                 logger.exception("ray runner pass failed")
                 self.source.forget()
             stop.wait(wait)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m pacekeeper.controller.sources.ray_scoreboard --policy FILE``: run the
+    Ray-side controller on the cluster at ``--address`` (default: ``auto``)."""
+    import argparse
+
+    import ray
+
+    from pacekeeper.controller.policy import load_policy_file
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--policy", required=True, help="RemediationPolicies YAML file")
+    parser.add_argument("--address", default="auto", help="Ray cluster address")
+    parser.add_argument("--interval-s", type=float, default=10.0, help="seconds between passes")
+    args = parser.parse_args(argv)
+    policies = load_policy_file(args.policy)  # raises naming the field on a bad policy
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    ray.init(address=args.address, namespace="pacekeeper", log_to_driver=False)
+    stop = threading.Event()
+    try:
+        RayRunner(policies).run_forever(stop, interval_s=args.interval_s)
+    except KeyboardInterrupt:
+        stop.set()
+
+
+if __name__ == "__main__":
+    main()

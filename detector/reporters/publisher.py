@@ -183,8 +183,11 @@ class Publisher:
                 self._in_flight = False
                 if outcome == "retry":
                     attempt += 1
-                    delay = self._backoff.delay_s(attempt, self._rng)
-                    self._cond.wait(delay)
+                    # New submissions notify the condition too; they must not cut the
+                    # backoff short, only close() may.
+                    until = self._clock() + self._backoff.delay_s(attempt, self._rng)
+                    while not self._closing and (left := until - self._clock()) > 0:
+                        self._cond.wait(left)
                     if self._closing:
                         self._cond.notify_all()
                         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 
 import pytest
 
@@ -200,3 +201,21 @@ def test_missing_client_library_fails_when_asked_for_and_degrades_when_guessed(
     with caplog.at_level(logging.WARNING):
         assert make_publisher(None, env=pod) is None
     assert "score reporter disabled, client library missing" in caplog.messages
+
+
+def test_new_reports_do_not_cut_the_retry_backoff_short() -> None:
+    sink = RecordingSink()
+    sink.down.set()
+    pub = Publisher(sink, backoff=Backoff(base_s=30.0, max_s=30.0, jitter=False))
+    pub.submit(synthetic_report(sequence=0))
+    # The first attempt fails; the next would only come after 30 s.
+    deadline = time.monotonic() + 10
+    while pub.stats().send_errors < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for seq in range(1, 20):
+        pub.submit(synthetic_report(sequence=seq))
+    assert not pub.flush(timeout_s=0.3)
+    assert pub.stats().send_errors == 1
+    pub.close(timeout_s=0.1)
+    assert pub._thread is not None and not pub._thread.is_alive()

@@ -60,7 +60,7 @@ def main() -> None:
     args = ap.parse_args()
     global MODE
     MODE = Mode(args.mode)
-    console = Console(width=120)
+    console = Console(width=132)
 
     def seeds_at(ranks: int) -> int:
         return args.seeds_16k if ranks >= 16384 and args.seeds_16k else args.seeds

@@ -25,7 +25,7 @@ def quality_table(title: str, rows: list[tuple[str, str, Quality]]) -> Table:
     if with_scenario:
         t.add_column("scenario", no_wrap=True)
     t.add_column("detector", no_wrap=True)
-    for col in ("prec", "recall", "detect s", "act s", "FA/1k GPU-d", "HW on imb."):
+    for col in ("prec", "recall", "detect s", "act s", "FA/1k GPU-d", "HW on imb.", "early undo"):
         t.add_column(col, justify="right")
     for scenario, name, q in rows:
         cells = [
@@ -36,6 +36,7 @@ def quality_table(title: str, rows: list[tuple[str, str, Quality]]) -> Table:
             _fmt_s(q.time_to_act_s),
             f"{q.false_actions_per_1000_gpu_days:.1f}",
             str(q.hardware_actions_on_imbalance),
+            str(q.premature_undos),
         ]
         t.add_row(*([scenario] if with_scenario else []), *cells)
     return t

@@ -77,6 +77,9 @@ class Quality:
     false_actions: int
     gpu_days: float
     hardware_actions_on_imbalance: int
+    premature_undos: int = 0
+    """Our marks removed from a node whose fault was still there (every simulated fault
+    lasts to the end of the run)."""
 
     @property
     def precision(self) -> float:
@@ -104,10 +107,17 @@ class Quality:
             "gpuDays": self.gpu_days,
             "falseActionsPer1000GpuDays": self.false_actions_per_1000_gpu_days,
             "hardwareActionsOnImbalance": self.hardware_actions_on_imbalance,
+            "prematureUndos": self.premature_undos,
         }
 
 
-def score_run(flags: Iterable[Flag], truth: Truth, *, per_report_actions: bool = False) -> Quality:
+def score_run(
+    flags: Iterable[Flag],
+    truth: Truth,
+    *,
+    per_report_actions: bool = False,
+    undos: Iterable[Flag] = (),
+) -> Quality:
     """Score one run. ``per_report_actions``: all disruptive flags of one report are one
     action (a rule that stops the job, as NeMo's ``stop_if_detected``, acts once per
     report however many ranks it names)."""
@@ -141,6 +151,7 @@ def score_run(flags: Iterable[Flag], truth: Truth, *, per_report_actions: bool =
         false_actions=false_actions,
         gpu_days=truth.ranks * truth.duration_s / SECONDS_PER_DAY,
         hardware_actions_on_imbalance=hw,
+        premature_undos=sum(1 for u in undos if truth.is_right(u)),
     )
 
 
@@ -159,4 +170,5 @@ def combine(runs: Iterable[Quality]) -> Quality:
         false_actions=sum(q.false_actions for q in rs),
         gpu_days=sum(q.gpu_days for q in rs),
         hardware_actions_on_imbalance=sum(q.hardware_actions_on_imbalance for q in rs),
+        premature_undos=sum(q.premature_undos for q in rs),
     )

@@ -70,6 +70,8 @@ class RunRecord:
     decisions: list[Decision] = field(default_factory=list)
     decision_times_s: list[float] = field(default_factory=list)
     ours: list[Flag] = field(default_factory=list)
+    undos: list[Flag] = field(default_factory=list)
+    """Our marks removed (undo decisions), by node."""
     nvrx: dict[str, list[Flag]] = field(default_factory=dict)
 
 
@@ -82,25 +84,33 @@ def _subject(d: Decision, node_index: dict[str, int]) -> tuple[SubjectKind, int]
     return None
 
 
+def effective_verdict(d: Decision) -> Verdict:
+    """What the decision does or, held only by observe/dry-run mode, would do (the
+    engine keeps the would-be verdict in ``evidence['wouldBe']``)."""
+    would = d.evidence.get("wouldBe")
+    if d.verdict is Verdict.HOLD and d.reason is Reason.OBSERVE_MODE and would in ("act", "undo"):
+        return Verdict(would)
+    return d.verdict
+
+
 def flags_from_decisions(
     decisions: Iterable[Decision], time_s: float, node_index: dict[str, int], seen: set[str]
 ) -> list[Flag]:
-    """Decisions that name a suspect: acts, and holds carrying a would-be action.
+    """Decisions that name a suspect: acts (taken or would-be), and holds carrying an
+    action (awaiting its effect, budget, cooldown), which name the suspect only.
 
-    A would-be action repeated in later reports (dry-run keeps proposing it) counts once,
-    by its action key, so dry-run and enforce count the same actions.
+    A would-be action repeated in later reports counts once, by its action key, so
+    dry-run and enforce count the same actions.
     """
     out = []
     for d in decisions:
-        if d.action is None or d.verdict is Verdict.UNDO:
+        verdict = effective_verdict(d)
+        if d.action is None or verdict is Verdict.UNDO:
             continue
         subj = _subject(d, node_index)
         if subj is None:
             continue
-        # An action is taken (act) or would be (held only by observe/dry-run mode);
-        # other holds with an action (awaiting effect, budget) name the suspect only.
-        taken = d.verdict is Verdict.ACT or d.reason is Reason.OBSERVE_MODE
-        disruptive = taken and d.action in DISRUPTIVE_ACTIONS
+        disruptive = verdict is Verdict.ACT and d.action in DISRUPTIVE_ACTIONS
         key = d.action_key or f"{d.subject}:{d.action.value}:{time_s}"
         if disruptive and key in seen:
             disruptive = False
@@ -109,6 +119,18 @@ def flags_from_decisions(
         out.append(
             Flag(time_s, subj[0], subj[1], disruptive, disruptive and d.action in NODE_ACTIONS)
         )
+    return out
+
+
+def undo_flags(
+    decisions: Iterable[Decision], time_s: float, node_index: dict[str, int]
+) -> list[Flag]:
+    """Our marks removed (or that would be), by subject."""
+    out = []
+    for d in decisions:
+        subj = _subject(d, node_index) if effective_verdict(d) is Verdict.UNDO else None
+        if subj is not None:
+            out.append(Flag(time_s, subj[0], subj[1]))
     return out
 
 
@@ -180,6 +202,7 @@ def run_scenario(
         rec.decisions.extend(decisions)
         rec.decision_times_s.extend([t] * len(decisions))
         rec.ours.extend(flags_from_decisions(decisions, t, node_index, replayer._seen))
+        rec.undos.extend(undo_flags(decisions, t, node_index))
         ns = nvrx.score(w)
         for rule in nvrx_rules:
             hit = np.flatnonzero(flagged(ns, rule))
@@ -271,7 +294,7 @@ def simulate(
         duration_s=windows * p.window_s,
         imbalance=gt.imbalance is not ImbalanceKind.NONE,
     )
-    quality = {"pacekeeper": score_run(rec.ours, truth)}
+    quality = {"pacekeeper": score_run(rec.ours, truth, undos=rec.undos)}
     for name, flags in rec.nvrx.items():
         quality[name] = score_run(flags, truth, per_report_actions=True)
     return Outcome(scenario, rec, truth, quality)

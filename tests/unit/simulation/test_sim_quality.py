@@ -87,3 +87,9 @@ def test_combine_adds_counts_and_keeps_the_worst_time() -> None:
     assert c.precision == pytest.approx(2 / 3)
     assert c.time_to_detect_s == 240.0
     assert c.false_actions == 1 and c.gpu_days == pytest.approx(32.0)
+
+
+def test_removing_a_mark_from_a_node_that_is_still_broken_is_a_premature_undo() -> None:
+    undos = [Flag(2000, N, 0), Flag(2000, N, 1), Flag(300, N, 0)]
+    q = score_run([], truth({5}), undos=undos)
+    assert q.premature_undos == 1  # node 0 after the start; node 1 is healthy

@@ -112,3 +112,31 @@ _no_null_values: Any = st.dictionaries(
 @given(old=st.dictionaries(st.text(max_size=2), _json, max_size=4), new=_no_null_values)
 def test_merge_patch_turns_any_old_document_into_the_new_one(old: Any, new: Any) -> None:
     assert apply_merge_patch(old, merge_patch(old, new)) == new
+
+
+def _aliases(model: Any) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+def test_crd_schema_lists_every_field_of_the_report_so_the_server_prunes_nothing() -> None:
+    from pacekeeper.detector.score_report import (
+        JobIdentity,
+        KernelTiming,
+        NodeSummary,
+        RankScores,
+        Summary,
+    )
+
+    props = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    report = props["status"]["properties"]["report"]["properties"]
+    summary = report["summary"]["properties"]
+    pairs = [
+        (ScoreReport, report),
+        (JobIdentity, report["job"]["properties"]),
+        (KernelTiming, report["kernelTiming"]["properties"]),
+        (RankScores, report["ranks"]["items"]["properties"]),
+        (Summary, summary),
+        (NodeSummary, summary["nodes"]["items"]["properties"]),
+    ]
+    for model, schema in pairs:
+        assert _aliases(model) == set(schema), model.__name__

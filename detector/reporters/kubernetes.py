@@ -66,14 +66,14 @@ class KubernetesStatusSink:
         import kubernetes.client  # noqa: F401
 
     def send(self, report: ScoreReport) -> None:
-        job = report.job
-        if job.namespace is not None and (job.namespace, job.name) != (
-            self.namespace,
-            self.object_name,
-        ):
+        # The controller refuses a status whose report names another job (or a job that
+        # is not a Kubernetes one: the Detector saw no KUBERNETES_SERVICE_HOST), so say so
+        # here, once, instead of writing what will be ignored.
+        expected = f"{self.namespace}/{self.object_name}"
+        if report.job.key != expected:
             raise ReportRejected(
-                f"job identity mismatch: reporter writes StragglerReport "
-                f"{self.namespace}/{self.object_name}, report.job is {job.key!r}"
+                f"job identity mismatch: reporter writes StragglerReport {expected}, "
+                f"report.job is {report.job.key!r}"
             )
         status = build_status(report, incarnation=self.incarnation, threshold=self.threshold)
         from kubernetes.client.exceptions import ApiException

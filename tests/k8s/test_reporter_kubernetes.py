@@ -239,3 +239,15 @@ def test_make_publisher_wires_kubernetes_from_environment_only(
     assert pub.flush(timeout_s=10)
     pub.close()
     assert _status(server, "from-env") is not None
+
+
+def test_report_with_a_non_kubernetes_identity_is_refused_naming_both(
+    server: RunningServer,
+) -> None:
+    pub = _publisher(server)
+    pub.submit(synthetic_report(job=JobIdentity(platform=Platform.LOCAL, name="llm")))
+    assert pub.flush(timeout_s=10)
+    stats = pub.stats()
+    pub.close()
+    assert stats.rejected == 1
+    assert "StragglerReport default/llm, report.job is 'local:llm'" in (stats.last_error or "")

@@ -97,11 +97,9 @@ class BareRaw(Mode):
     name = "bare_raw"
 
     def setup(self) -> None:
-        import ctypes
-
         from cupti import cupti
 
-        from pacekeeper.cupti_ext.cupti_backend import RawBuffers, loaded_libcupti
+        from pacekeeper.cupti_ext.cupti_backend import RawBuffers, register_callbacks_function
 
         self.c = cupti
         cupti.get_timestamp()
@@ -111,9 +109,9 @@ class BareRaw(Mode):
         def on_bytes(raw: Any) -> None:
             self.count += len(raw) // size
 
-        path = loaded_libcupti()
-        assert path is not None, "libcupti is not loaded"
-        self.raw = RawBuffers(ctypes.CDLL(path), 1 << 20, on_bytes)
+        register_fn = register_callbacks_function()
+        assert register_fn is not None, "cupti-python exposes no cuptiActivityRegisterCallbacks"
+        self.raw = RawBuffers(register_fn, 1 << 20, on_bytes)
         self.raw.register()
 
     def block_start(self) -> None:
@@ -126,6 +124,7 @@ class BareRaw(Mode):
 
     def teardown(self) -> None:
         self.c.activity_flush_all(1)
+        print("bare_raw records counted", self.count, flush=True)
         self.c.finalize()
 
 

@@ -58,16 +58,26 @@ _BufferCompleted = ctypes.CFUNCTYPE(
 )
 
 
-def loaded_libcupti() -> str | None:
-    """Path of the libcupti this process has loaded (the one cupti-python uses)."""
+def register_callbacks_function() -> Any | None:
+    """``cuptiActivityRegisterCallbacks`` of the very libcupti cupti-python uses.
+
+    Taken from cupti-python's own function table: a process can hold two libcupti
+    copies (torch's and cupti-python's), and callbacks registered on the wrong one
+    never receive a buffer.
+    """
     try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                if "libcupti.so" in line:
-                    return line.split(maxsplit=5)[-1].strip()
-    except OSError:
+        from cupti._internal import cupti as internal
+
+        pointers = internal._inspect_function_pointers()
+    except Exception:
         return None
-    return None
+    addr = next(
+        (v for k, v in pointers.items() if k.lstrip("_") == "cuptiActivityRegisterCallbacks"), 0
+    )
+    if not addr:
+        return None
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, _BufferRequested, _BufferCompleted)
+    return proto(addr)
 
 
 class RawBuffers:
@@ -78,8 +88,8 @@ class RawBuffers:
     buffer and the records are decoded with numpy (records.record_offsets/decode_span).
     """
 
-    def __init__(self, libcupti: ctypes.CDLL, size: int, on_bytes: Callable[[Any], None]) -> None:
-        self._lib = libcupti
+    def __init__(self, register_fn: Any, size: int, on_bytes: Callable[[Any], None]) -> None:
+        self._register_fn = register_fn
         self._size = size
         self._on_bytes = on_bytes
         self._free: list[Any] = []
@@ -90,7 +100,7 @@ class RawBuffers:
         self._completed = _BufferCompleted(self._complete)
 
     def register(self) -> None:
-        status = self._lib.cuptiActivityRegisterCallbacks(self._requested, self._completed)
+        status = self._register_fn(self._requested, self._completed)
         if status != 0:
             raise CuptiUnavailable(f"cuptiActivityRegisterCallbacks returned {status}")
 
@@ -218,12 +228,11 @@ class CuptiBackend:
         self._raw: RawBuffers | None = None
         if raw_buffers:
             c.get_timestamp()  # loads libcupti
-            path = loaded_libcupti()
-            if path is not None:
-                try:
-                    self._raw = RawBuffers(ctypes.CDLL(path), buffer_size, self._on_bytes)
-                except (OSError, AttributeError) as e:
-                    logger.info("raw CUPTI buffers unavailable", extra={"error": repr(e)})
+            register_fn = register_callbacks_function()
+            if register_fn is not None:
+                self._raw = RawBuffers(register_fn, buffer_size, self._on_bytes)
+            else:
+                logger.info("raw CUPTI buffers unavailable; using cupti-python's record objects")
         self._marker, self._marker_cbid = self._pick_marker()
 
     # --- CUPTI attach / detach -----------------------------------------------------
@@ -273,6 +282,11 @@ class CuptiBackend:
                 logger.debug("CUPTI section marker chosen", extra={"marker": fname})
                 return call, cbid
             c.activity_enable_driver_api(cbid, 0)
+        if self._raw is not None:
+            # Raw callbacks got nothing: fall back to cupti-python's own buffer callbacks.
+            logger.warning("raw CUPTI buffers received nothing; using cupti-python's records")
+            self._raw = None
+            return self._pick_marker()
         received = self._builder.received
         self._release()
         raise CuptiUnavailable(

@@ -63,7 +63,7 @@ def main() -> None:
     console = Console(width=132)
 
     def seeds_at(ranks: int) -> int:
-        return args.seeds_16k if ranks >= 16384 and args.seeds_16k else args.seeds
+        return int(args.seeds_16k if ranks >= 16384 and args.seeds_16k else args.seeds)
 
     tasks = [
         (r, s, seed, args.duration)

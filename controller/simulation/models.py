@@ -287,7 +287,7 @@ class JobSimulator:
     def next_window(self) -> WindowSummary:
         p, rng, n = self.p, self.rng, self.ranks
         steps = int(p.window_s // p.step_s)
-        t = (self._step + np.arange(steps)) * p.step_s
+        t = (self._step + np.arange(steps, dtype=np.float64)) * p.step_s
         st = self._static
         drift = 1.0 + st.drift_amp[:, None] * np.sin(
             2 * math.pi * t[None, :] / st.drift_period_s[:, None] + st.drift_phase[:, None]
@@ -370,7 +370,7 @@ class JobSimulator:
         # the last 1/stages of the nodes.
         nodes = self.layout.node_index()
         per_stage = max(1, -(-self.layout.nodes() // im.pipeline_stages))
-        return nodes // per_stage == im.pipeline_stages - 1
+        return np.asarray(nodes // per_stage == im.pipeline_stages - 1, dtype=np.bool_)
 
     def _kernels(
         self, plain: F64, seq: F64, last_stage: B | None, steps: int

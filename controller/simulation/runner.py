@@ -170,7 +170,8 @@ def judged_scores(report: ScoreReport, ranks: int, policy: PolicyDocument) -> np
 
 
 def _worst(r: RankScores) -> float | None:
-    return r.worst_score()
+    v = r.worst_score()
+    return None if v is None else float(v)
 
 
 def run_scenario(

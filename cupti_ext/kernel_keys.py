@@ -156,6 +156,7 @@ class KernelKeyTable:
         self._name_ids: dict[int, int] = {}
         self._names: list[tuple[str, bool, str]] = []  # (key prefix, is comm, full name)
         self._key_ids: dict[int, int] = {}
+        self._packed: dict[int, int] = {}  # (pointer << 6 | bucket) -> key id
         self.keys: list[str] = []
         self.full_names: list[str] = []
         """Demangled full name of each key (the overflow key's is itself)."""
@@ -191,6 +192,13 @@ class KernelKeyTable:
         self._comm[kid] = comm
         return kid
 
+    def _packed_key(self, packed: int) -> int:
+        kid = self._packed.get(packed)
+        if kid is None:
+            nid = self._name_id(packed >> 6)
+            kid = self._packed[packed] = self._key_id(nid * (_MAX_BUCKET + 1) + (packed & 63))
+        return kid
+
     def _key_id(self, combined: int) -> int:
         kid = self._key_ids.get(combined)
         if kid is not None:
@@ -220,12 +228,18 @@ class KernelKeyTable:
         """Key id of every record (vectorized; Python work per distinct kernel only)."""
         if len(name_ptr) == 0:
             return np.empty(0, dtype=np.int64)
-        uniq, inv = np.unique(name_ptr, return_inverse=True)
-        nids = np.fromiter((self._name_id(int(p)) for p in uniq), np.int64, len(uniq))[inv]
-        buckets = shape_bucket(threads) if self.bucket_shapes else np.zeros_like(nids)
-        combined = nids * (_MAX_BUCKET + 1) + buckets
-        cu, cinv = np.unique(combined, return_inverse=True)
-        kids = np.fromiter((self._key_id(int(c)) for c in cu), np.int64, len(cu))[cinv]
+        buckets = (
+            shape_bucket(threads).astype(np.uint64)
+            if self.bucket_shapes
+            else np.zeros(len(name_ptr), np.uint64)
+        )
+        # Pointer and bucket in one integer (user-space pointers use < 56 bits), so one
+        # sort finds the distinct (kernel, launch size) pairs.
+        packed = (name_ptr.astype(np.uint64) << np.uint64(6)) | buckets
+        uniq, inv = np.unique(packed, return_inverse=True)
+        kids = np.fromiter((self._packed_key(int(p)) for p in uniq.tolist()), np.int64, len(uniq))[
+            inv
+        ]
         if self._overflow_id is not None:
             self.overflowed += int(np.count_nonzero(kids == self._overflow_id))
         return kids

@@ -73,19 +73,26 @@ class RingStats:
         """Add one duration per element; vectorized, Python work per distinct group."""
         if len(groups) == 0:
             return
-        uniq, inv = np.unique(groups, return_inverse=True)
-        rows = np.fromiter((self._row(int(g)) for g in uniq), np.int64, len(uniq))[inv]
+        # One stable sort groups the samples and keeps each group's arrival order.
+        order = np.argsort(groups, kind="stable")
+        sorted_groups = groups[order]
+        starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+        n = np.diff(np.r_[starts, len(sorted_groups)])
+        row_of = np.fromiter(
+            (self._row(int(g)) for g in sorted_groups[starts]), np.int64, len(starts)
+        )
+        rows = np.repeat(row_of, n)
+        dur = durations_ns[order].astype(np.float64)
         keep = rows >= 0
         if not keep.all():
             self.refused += int(np.count_nonzero(~keep))
-            rows, durations_ns = rows[keep], durations_ns[keep]
+            rows, dur = rows[keep], dur[keep]
             if len(rows) == 0:
                 return
-        order = np.argsort(rows, kind="stable")
-        rows, dur = rows[order], durations_ns[order].astype(np.float64)
-        bounds = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+            starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+            n = np.diff(np.r_[starts, len(rows)])
+        bounds = starts
         urows = rows[bounds]
-        n = np.diff(np.r_[bounds, len(rows)])
         self._sum[urows] += np.add.reduceat(dur, bounds)
         self._sumsq[urows] += np.add.reduceat(dur * dur, bounds)
         self._min[urows] = np.minimum(self._min[urows], np.minimum.reduceat(dur, bounds))

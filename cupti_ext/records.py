@@ -30,6 +30,7 @@ _PTR = operator.attrgetter("ptr")
 # One CUPTI buffer is contiguous; records further apart than this came from different
 # buffers (never seen, but cheap to handle) and are decoded as separate spans.
 _SPAN_LIMIT = 64 * 1024 * 1024
+_RUN_CHUNK = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +117,8 @@ def record_offsets(raw: U8, layout: RecordLayout) -> tuple[I64, bool]:
     while o < n:
         if o % 4:
             return _joined(parts), False
-        run_max = (n - o) // ksize
+        # Probe at most a chunk ahead: a marker every few hundred kernels is typical.
+        run_max = min((n - o) // ksize, _RUN_CHUNK)
         if run_max:
             starts = o + ksize * np.arange(run_max, dtype=np.int64)
             is_kernel = kinds[starts // 4] == layout.kernel_kind
@@ -159,30 +161,58 @@ def _field(raw: U8, offsets: I64, dtype: np.dtype[Any], name: str) -> npt.NDArra
     return raw[idx].view(fdtype).reshape(len(offsets))
 
 
+_KERNEL_FIELDS = (
+    "start",
+    "end",
+    "correlation_id",
+    "name",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+)
+
+
+def _columns(raw: U8, offsets: I64, dtype: np.dtype[Any], names: Sequence[str]) -> dict[str, Any]:
+    """Fields of same-kind records at ``offsets``: a strided view per run of adjacent
+    records (records of one kind mostly sit back to back), so no per-byte gather."""
+    size = int(dtype.itemsize)
+    if len(offsets) == 0:
+        return {n: np.empty(0, dtype.fields[n][0]) for n in names}  # type: ignore[index]
+    cuts = np.flatnonzero(np.diff(offsets) != size) + 1
+    starts = np.r_[0, cuts]
+    ends = np.r_[cuts, len(offsets)]
+    views = [
+        np.ndarray((int(e - b),), dtype=dtype, buffer=raw, offset=int(offsets[b]))
+        for b, e in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
+    if len(views) == 1:
+        return {n: np.array(views[0][n]) for n in names}
+    return {n: np.concatenate([v[n] for v in views]) for n in names}
+
+
 def decode_span(raw: U8, offsets: I64, layout: RecordLayout) -> DecodedBuffer:
     """Decode the records that start at ``offsets`` in ``raw`` (one buffer's bytes)."""
     kinds = _field(raw, offsets, layout.api_dtype, "kind").astype(np.int32)
     k_off = offsets[kinds == layout.kernel_kind]
     e_off = offsets[kinds == layout.external_kind]
     a_off = offsets[(kinds == layout.driver_kind) | (kinds == layout.runtime_kind)]
-    kd = layout.kernel_dtype
-    start = _field(raw, k_off, kd, "start").astype(np.int64)
-    end = _field(raw, k_off, kd, "end").astype(np.int64)
+    kc = _columns(raw, k_off, layout.kernel_dtype, _KERNEL_FIELDS)
+    start = kc["start"].astype(np.int64)
+    end = kc["end"].astype(np.int64)
     ok = (end > start) & (start > 0)
-    grid = (
-        _field(raw, k_off, kd, "grid_x").astype(np.int64)
-        * _field(raw, k_off, kd, "grid_y").astype(np.int64)
-        * _field(raw, k_off, kd, "grid_z").astype(np.int64)
+    grid = (kc["grid_x"].astype(np.int64) * kc["grid_y"].astype(np.int64) * kc["grid_z"]).astype(
+        np.int64
     )
     block = (
-        _field(raw, k_off, kd, "block_x").astype(np.int64)
-        * _field(raw, k_off, kd, "block_y").astype(np.int64)
-        * _field(raw, k_off, kd, "block_z").astype(np.int64)
-    )
+        kc["block_x"].astype(np.int64) * kc["block_y"].astype(np.int64) * kc["block_z"]
+    ).astype(np.int64)
     kernels = KernelBatch(
-        correlation_id=_field(raw, k_off, kd, "correlation_id").astype(np.uint32)[ok],
+        correlation_id=kc["correlation_id"].astype(np.uint32)[ok],
         duration_ns=(end - start)[ok],
-        name_ptr=_field(raw, k_off, kd, "name").astype(np.uint64)[ok],
+        name_ptr=kc["name"].astype(np.uint64)[ok],
         threads=np.maximum(grid * block, 1)[ok],
     )
     ed, ad = layout.external_dtype, layout.api_dtype

@@ -166,3 +166,16 @@ def test_window_median_shortcut_keeps_the_sampling_noise_of_a_median() -> None:
 def test_bad_fault_rank_is_refused_naming_the_rank() -> None:
     with pytest.raises(ValueError, match="rank 99"):
         JobSimulator(16, faults=(Fault(FaultKind.SLOW_GPU, (99,), 0.0, 0.1),))
+
+
+def test_stall_and_gc_durations_follow_their_documented_laws() -> None:
+    # With every step hit, the window medians expose the laws: exponential stalls
+    # (median = mean x ln 2) on the data loader, uniform GC pauses (median 0.3 s) on compute.
+    base = ModelParams(kernels=4, gc_prob=0.0, stall_prob=0.0)
+    hit = ModelParams(kernels=4, gc_prob=1.0, stall_prob=1.0)
+    a = JobSimulator(2000, params=base, seed=1).next_window()
+    b = JobSimulator(2000, params=hit, seed=1).next_window()
+    stall = np.median(b.section_median_s[:, 0] - a.section_median_s[:, 0])
+    assert stall == pytest.approx(hit.stall_mean_s * math.log(2), rel=0.05)
+    gc = np.median(b.section_median_s[:, FB] - a.section_median_s[:, FB])
+    assert gc == pytest.approx((hit.gc_min_s + hit.gc_max_s) / 2, abs=0.02)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
 import socket
 import sys
 import threading
@@ -88,6 +89,21 @@ def _ray_context() -> tuple[str | None, str | None]:
     return ctx.get_job_id(), ctx.get_node_id()
 
 
+def _install_reporter(detector: Any, reporter: Any) -> Any:
+    """The reporter for this rank, or None. Bad configuration raises ValueError naming
+    the option or variable (at initialize, like every other bad input)."""
+    if reporter is None:
+        reporter = os.environ.get("PACEKEEPER_REPORTER")
+        if not reporter:
+            return None
+        reporter = None  # let the reporter read every PACEKEEPER_* variable itself
+    elif isinstance(reporter, str) and reporter.strip().lower() == "none":
+        return None
+    from pacekeeper.detector.reporters import install_reporter
+
+    return install_reporter(detector, reporter)
+
+
 def _default_job(ray_job_id: str | None) -> JobIdentity:
     name = env.job_name()
     if ray_job_id:
@@ -149,6 +165,7 @@ class Detector:
     _latest: ClassVar[ScoreReport | None] = None
     _listeners: ClassVar[list[ReportListener]] = []
     _lock: ClassVar[threading.RLock] = threading.RLock()
+    _publisher: ClassVar[Any] = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Detector:
         raise RuntimeError(f"class {cls.__name__} should not be instantiated; use its classmethods")
@@ -167,6 +184,7 @@ class Detector:
         *,
         job: JobIdentity | None = None,
         kernel_timing: str | None = None,
+        reporter: Any = None,
     ) -> None:
         """Start detecting (NVRx keywords, plus ``process_group`` and keyword-only extras).
 
@@ -183,6 +201,10 @@ class Detector:
             process_group: torch.distributed group to report over (default WORLD).
             job: identity put into ``ScoreReport``s; default from the environment.
             kernel_timing: ``auto|cupti|events|none`` (default ``$PACEKEEPER_KERNEL_TIMING``).
+            reporter: where the reporting rank publishes each ``ScoreReport``:
+                ``ray``, ``kubernetes``, ``auto``, ``none``, or a mapping of reporter
+                options (docs/transports.md). Default: ``$PACEKEEPER_REPORTER`` when set
+                (an annotated job gets it from its environment), else nowhere, as NVRx.
 
         Raises ValueError naming the argument on bad input, RuntimeError if already
         initialised.
@@ -253,6 +275,13 @@ class Detector:
             cls._cuda_handles = table.cuda_handles
             cls._cpu_handles = table.cpu_handles
             cls.initialized = True
+            cls._publisher = None
+            if info.is_reporter and cls.gather_on_rank0:
+                try:
+                    cls._publisher = _install_reporter(cls, reporter)
+                except Exception:
+                    cls.shutdown()  # bad reporter configuration: leave nothing half-started
+                    raise
 
     @classmethod
     def shutdown(cls) -> None:
@@ -260,6 +289,11 @@ class Detector:
         with cls._lock:
             if not cls.initialized:
                 return
+            publisher, cls._publisher = cls._publisher, None
+            if publisher is not None:
+                from pacekeeper.detector.reporters import uninstall_reporter
+
+                uninstall_reporter(cls, publisher)  # never raises
             cls.restore_original_callables()
             backend = cls._backend
             if backend is not None:
@@ -549,6 +583,12 @@ class Detector:
     def latest_score_report(cls) -> ScoreReport | None:
         """The ScoreReport of the latest report this rank produced, or None."""
         return cls._latest
+
+    @classmethod
+    def reporter(cls) -> Any:
+        """The publisher ``initialize(reporter=...)`` started on this rank, or None
+        (its ``stats()`` count published, dropped and refused reports)."""
+        return cls._publisher
 
     @classmethod
     def add_report_listener(cls, listener: ReportListener) -> None:

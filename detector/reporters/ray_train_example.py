@@ -15,14 +15,13 @@ from typing import Any
 def train_loop_per_worker(config: dict[str, Any]) -> dict[str, Any]:
     """Each worker: a small model, the Detector around the step, a report every few steps.
 
-    The reporter needs no code beyond ``attach_reporter``: in a Ray worker ``auto``
-    picks the ScoreBoard, and the Detector names the job after the Ray job id."""
+    The reporter needs no code beyond the Detector's: ``reporter="auto"`` in a Ray
+    worker picks the ScoreBoard, and the Detector names the job after the Ray job id."""
     import ray.train
     import torch
     import torch.distributed as dist
 
     from pacekeeper.detector import Detector
-    from pacekeeper.detector.reporters import attach_reporter
 
     rank = dist.get_rank()
     steps: int = config.get("steps", 6)
@@ -30,8 +29,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> dict[str, Any]:
     slow_rank: int = config.get("slow_rank", 1)
     extra_delay_s: float = config.get("extra_delay_s", 0.02)
 
-    Detector.initialize(report_time_interval=3600, kernel_timing="none")
-    publisher = attach_reporter(Detector.add_report_listener, {"kind": "ray"})
+    Detector.initialize(report_time_interval=3600, kernel_timing="none", reporter="ray")
+    publisher = Detector.reporter()  # on rank 0 only: it holds the whole job's report
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(32, 32))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     data = torch.randn(16, 32)
@@ -56,8 +55,6 @@ def train_loop_per_worker(config: dict[str, Any]) -> dict[str, Any]:
         ray.train.report(metrics)
         return metrics  # Ray Train 2.5x+ hands rank 0's back as Result.return_value
     finally:
-        if publisher is not None:
-            Detector.remove_report_listener(publisher.submit)
         Detector.shutdown()
 
 

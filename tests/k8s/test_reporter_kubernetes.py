@@ -87,6 +87,7 @@ def test_four_gloo_ranks_report_into_the_stragglerreport_status(
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
         "KUBERNETES_SERVICE_PORT": "1",
         "KUBECONFIG": str(_kubeconfig(tmp_path / "kubeconfig", server.url)),
+        "PACEKEEPER_REPORTER": "auto",
         "PACEKEEPER_JOB_NAME": "gloo-job",
         "PACEKEEPER_JOB_NAMESPACE": "default",
         "STEPS": "6",

@@ -1,4 +1,7 @@
-"""One real local Ray cluster for the whole Ray test session (2 cores: start it once)."""
+"""One real local Ray cluster per Ray test module.
+
+Module scope, not session: a Ray left initialized in the pytest process would change
+what later tests (the detector's platform detection) see."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[str]:
     """Starts Ray in this process; yields the GCS address other processes join with."""
     import ray

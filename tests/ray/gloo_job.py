@@ -16,7 +16,6 @@ import torch
 import torch.distributed as dist
 
 from pacekeeper.detector import Detector
-from pacekeeper.detector.reporters import install_reporter, uninstall_reporter
 
 
 def main() -> None:
@@ -27,8 +26,9 @@ def main() -> None:
     slow_rank = int(os.environ.get("SLOW_RANK", "3"))
     pause_file = os.environ.get("PAUSE_AFTER_STEP_FILE")
     pause_step = int(os.environ.get("PAUSE_AFTER_STEP", "-1"))
+    # The reporter comes from PACEKEEPER_* variables alone: no code beyond the Detector's.
     Detector.initialize(report_time_interval=3600, kernel_timing="none")
-    publisher = install_reporter(Detector)  # everything from PACEKEEPER_* variables
+    publisher = Detector.reporter()
     step_times = []
     x = torch.ones(64)
     for step in range(steps):
@@ -56,7 +56,6 @@ def main() -> None:
                 json.dumps({"published": stats.published, "dropped": stats.dropped_oldest,
                             "errors": stats.send_errors, "rejected": stats.rejected})
             )  # fmt: skip
-    uninstall_reporter(Detector, publisher)
     Detector.shutdown()
     dist.destroy_process_group()
 

@@ -173,6 +173,10 @@ class CuptiBackend:
     """CUPTI activity-API backend; one per process (CUPTI's activity API is global)."""
 
     name = "cupti"
+    self_check_timeout_s = 1.0
+    """How long start-up waits for the self-check marker's record (per flush kind)."""
+    fence_timeout_s = 0.25
+    """How long ``collect`` waits for its fence marker's record (per flush kind)."""
 
     def __init__(
         self,
@@ -186,6 +190,7 @@ class CuptiBackend:
         bucket_shapes: bool = True,
         comm_pattern: Any = None,
         cupti_module: Any = None,
+        libcuda: Any = None,
         raw_buffers: bool = True,
     ) -> None:
         self.sample_every = sample_every_from_env() if sample_every is None else sample_every
@@ -195,6 +200,7 @@ class CuptiBackend:
         if tool is not None:
             raise CuptiConflict(f"another CUPTI tool is injected ({tool} is set)")
         self._c = load_cupti() if cupti_module is None else cupti_module
+        self._libcuda = libcuda
         c = self._c
         self._layout = RecordLayout.from_cupti(c)
         self._kernel_kind = c.ActivityKind.CONCURRENT_KERNEL
@@ -234,6 +240,7 @@ class CuptiBackend:
             else:
                 logger.info("raw CUPTI buffers unavailable; using cupti-python's record objects")
         self._marker, self._marker_cbid = self._pick_marker()
+        self._builder.received = 0  # the self-check's records are not a window's
 
     # --- CUPTI attach / detach -----------------------------------------------------
 
@@ -257,7 +264,7 @@ class CuptiBackend:
         """Attach, and find a driver call CUPTI traces that we can use as the marker."""
         c = self._c
         try:
-            libcuda = ctypes.CDLL("libcuda.so.1")
+            libcuda = self._libcuda or ctypes.CDLL("libcuda.so.1")
             self._attach()
         except Exception as e:
             raise CuptiUnavailable(f"CUPTI activity API unavailable: {e}") from e
@@ -274,7 +281,7 @@ class CuptiBackend:
 
             try:
                 c.activity_enable_driver_api(cbid, 1)
-                seen = self._fence(call, timeout_s=1.0)
+                seen = self._fence(call, timeout_s=self.self_check_timeout_s)
             except Exception as e:
                 self._release()
                 raise CuptiUnavailable(f"CUPTI activity API unavailable: {e}") from e
@@ -461,7 +468,7 @@ class CuptiBackend:
     def collect(self) -> KernelWindow:
         try:
             live = not self._closed and not self._paused
-            if live and not self._fence(self._marker, timeout_s=0.25):
+            if live and not self._fence(self._marker, timeout_s=self.fence_timeout_s):
                 self._fail("fence", TimeoutError("CUPTI buffers not delivered in time"))
             cupti_dropped = 0 if self._closed else self._cupti_dropped()
             with self._lock:

@@ -1,0 +1,169 @@
+"""CUPTI's activity API as cupti-python exposes it, simulated for a machine without a GPU.
+
+Only the behaviour the backend relies on: one process-wide correlation counter; kernel
+records only while CONCURRENT_KERNEL is enabled; driver-API records only for enabled
+callback ids, each with an EXTERNAL_CORRELATION record per kind whose id stack is not
+empty; buffers handed to the registered callbacks on flush (raw bytes through ctypes
+callbacks, or cupti-python's record objects). Records use cupti-python's real dtypes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import Counter
+from typing import Any
+
+import numpy as np
+from buffers import LAYOUT
+from cupti import cupti as real
+
+
+class _Record:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+class FakeCupti:
+    ActivityKind = real.ActivityKind
+    ExternalCorrelationKind = real.ExternalCorrelationKind
+    driver_api_trace_cbid = real.driver_api_trace_cbid
+    activity_kernel10_dtype = real.activity_kernel10_dtype
+    activity_external_correlation_dtype = real.activity_external_correlation_dtype
+    activity_api_dtype = real.activity_api_dtype
+
+    def __init__(self) -> None:
+        self.enabled: set[int] = set()
+        self.driver_apis: set[int] = set()
+        self.stacks: dict[int, list[int]] = {}
+        self.corr = 0
+        self.records: list[bytes] = []
+        self.raw: tuple[Any, Any] | None = None
+        self.objects: tuple[Any, Any] | None = None
+        self.dropped = 0
+        self.calls: Counter[str] = Counter()
+        self.finalized = 0
+        self.kernels_launched = 0
+
+    # --- the API surface the backend calls ------------------------------------------
+    def get_timestamp(self) -> int:
+        return 0
+
+    def activity_enable(self, kind: int) -> None:
+        self.calls["enable"] += 1
+        self.enabled.add(int(kind))
+
+    def activity_disable(self, kind: int) -> None:
+        self.calls["disable"] += 1
+        self.enabled.discard(int(kind))
+
+    def activity_enable_driver_api(self, cbid: int, enable: int) -> None:
+        (self.driver_apis.add if enable else self.driver_apis.discard)(int(cbid))
+
+    def activity_push_external_correlation_id(self, kind: int, ext_id: int) -> None:
+        self.stacks.setdefault(int(kind), []).append(ext_id)
+
+    def activity_pop_external_correlation_id(self, kind: int) -> int:
+        return self.stacks[int(kind)].pop()
+
+    def activity_register_callbacks(self, requested: Any, completed: Any) -> None:
+        self.objects, self.raw = (requested, completed), None
+
+    def register_raw(self, requested: Any, completed: Any) -> int:
+        self.raw, self.objects = (requested, completed), None
+        return 0
+
+    def activity_flush_all(self, flag: int) -> None:
+        if not self.records:
+            return
+        data = b"".join(self.records)
+        self.records = []
+        if self.raw is not None:
+            req, done = self.raw
+            buf, size, maxr = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+            req(ctypes.byref(buf), ctypes.byref(size), ctypes.byref(maxr))
+            assert size.value >= len(data)
+            ctypes.memmove(buf.value, data, len(data))
+            done(None, 0, buf.value, size.value, len(data))
+        elif self.objects is not None:
+            block = ctypes.create_string_buffer(data, len(data))
+            base = ctypes.addressof(block)
+            offsets = _offsets(data)
+            self.objects[1]([_Record(base + o) for o in offsets])
+        else:
+            self.dropped += len(_offsets(data))
+
+    def activity_get_num_dropped_records(self, ctx: int, stream: int, addr: int) -> None:
+        ctypes.c_size_t.from_address(addr).value = self.dropped
+        self.dropped = 0
+
+    def finalize(self) -> None:
+        self.finalized += 1
+        self.enabled.clear()
+        self.driver_apis.clear()
+        self.raw = self.objects = None
+
+    # --- what the GPU and the driver would do -------------------------------------------
+    def driver_call(self, cbid: int) -> None:
+        self.corr += 1
+        if cbid not in self.driver_apis:
+            return
+        a = np.zeros(1, dtype=LAYOUT.api_dtype)
+        a["kind"], a["cbid"], a["correlation_id"] = LAYOUT.driver_kind, cbid, self.corr
+        self.records.append(a.tobytes())
+        if LAYOUT.external_kind in self.enabled:
+            for kind, stack in self.stacks.items():
+                if stack:
+                    e = np.zeros(1, dtype=LAYOUT.external_dtype)
+                    e["kind"], e["external_kind"] = LAYOUT.external_kind, kind
+                    e["external_id"], e["correlation_id"] = stack[-1], self.corr
+                    self.records.append(e.tobytes())
+
+    def launch(self, name_ptr: int, dur_ns: int = 1000, threads: int = 512) -> None:
+        self.corr += 1
+        self.kernels_launched += 1
+        if LAYOUT.kernel_kind not in self.enabled:
+            return
+        k = np.zeros(1, dtype=LAYOUT.kernel_dtype)
+        k["kind"], k["correlation_id"], k["name"] = LAYOUT.kernel_kind, self.corr, name_ptr
+        k["start"], k["end"] = 1000, 1000 + dur_ns
+        k["grid_x"], k["grid_y"], k["grid_z"] = threads // 128, 1, 1
+        k["block_x"], k["block_y"], k["block_z"] = 128, 1, 1
+        self.records.append(k.tobytes())
+
+
+def _offsets(data: bytes) -> list[int]:
+    sizes = {
+        LAYOUT.kernel_kind: LAYOUT.kernel_dtype.itemsize,
+        LAYOUT.external_kind: LAYOUT.external_dtype.itemsize,
+        LAYOUT.driver_kind: LAYOUT.api_dtype.itemsize,
+    }
+    out, o = [], 0
+    while o < len(data):
+        out.append(o)
+        o += sizes[int(np.frombuffer(data[o : o + 4], np.int32)[0])]
+    return out
+
+
+class FakeLibcuda:
+    """The driver entry points the backend uses as section markers."""
+
+    def __init__(self, cupti: FakeCupti, traced: tuple[str, ...] = ("cuDriverGetVersion",)):
+        self._cupti = cupti
+        self._traced = traced
+
+    def __getattr__(self, name: str) -> Any:
+        cupti, cbid = self._cupti, int(getattr(real.driver_api_trace_cbid, name))
+        traced = name in self._traced
+
+        class Entry:
+            argtypes: Any = None
+            restype: Any = None
+
+            def __call__(self, *args: Any) -> int:
+                if traced:
+                    cupti.driver_call(cbid)
+                else:
+                    cupti.corr += 1
+                return 0
+
+        return Entry()

@@ -1,0 +1,179 @@
+"""The CUPTI backend's logic (gating, sampling, markers, conflicts, release) against a
+simulated CUPTI: this machine has no GPU, so every real CUPTI call would fail. The same
+behaviour on the H200 is covered by tests/gpu."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Iterator
+
+import pytest
+from fake_cupti import FakeCupti, FakeLibcuda
+
+from pacekeeper.cupti_ext import cupti_backend
+from pacekeeper.cupti_ext.cupti_backend import CuptiBackend, CuptiUnavailable
+
+NAMES = {
+    "gemm": b"_Z4gemmv",
+    "relu": b"_Z4reluv",
+    "nccl": b"ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+}
+
+
+@pytest.fixture
+def names() -> dict[str, int]:
+    buffers = {k: ctypes.create_string_buffer(v) for k, v in NAMES.items()}
+    ptrs = {k: ctypes.addressof(b) for k, b in buffers.items()}
+    ptrs["_keep"] = buffers  # type: ignore[assignment]
+    return ptrs
+
+
+@pytest.fixture
+def fake(monkeypatch) -> FakeCupti:
+    # The simulated CUPTI delivers on flush or never: no need to wait as long as on a GPU.
+    monkeypatch.setattr(CuptiBackend, "self_check_timeout_s", 0.02)
+    monkeypatch.setattr(CuptiBackend, "fence_timeout_s", 0.02)
+    f = FakeCupti()
+    monkeypatch.setattr(cupti_backend, "register_callbacks_function", lambda: f.register_raw)
+    return f
+
+
+@pytest.fixture
+def backend(fake) -> Iterator[CuptiBackend]:
+    b = CuptiBackend(cupti_module=fake, libcuda=FakeLibcuda(fake), sample_every=1)
+    yield b
+    b.shutdown()
+
+
+def step(b: CuptiBackend, fake: FakeCupti, section: str, ptr: int, n: int) -> None:
+    b.start(section)
+    for _ in range(n):
+        fake.launch(ptr)
+    b.stop(section)
+
+
+def short(stats) -> dict[str, int]:
+    return {k.split("~")[0]: s.num for k, s in stats.items()}
+
+
+def test_raw_buffers_are_used_and_only_section_kernels_are_traced(backend, fake, names):
+    assert backend.buffer_path == "raw"
+    step(backend, fake, "A", names["gemm"], 3)
+    for _ in range(2):
+        fake.launch(names["relu"])  # between sections: CUPTI is not even tracing
+    step(backend, fake, "B", names["relu"], 4)
+    w = backend.collect()
+    assert short(w.sections["A"]) == {"gemm": 3}
+    assert short(w.sections["B"]) == {"relu": 4}
+    assert short(w.kernels) == {"gemm": 3, "relu": 4}
+    assert w.records == 7 and w.unattributed_records == 0 and w.dropped_records == 0
+
+
+def test_nested_sections_enable_tracing_once_and_count_kernels_in_both(backend, fake, names):
+    enables = fake.calls["enable"]
+    backend.start("step")
+    backend.start("forward")
+    fake.launch(names["gemm"])
+    backend.stop("forward")
+    fake.launch(names["relu"])
+    backend.stop("step")
+    w = backend.collect()
+    assert fake.calls["enable"] - enables == 1
+    assert short(w.sections["forward"]) == {"gemm": 1}
+    assert short(w.sections["step"]) == {"gemm": 1, "relu": 1}
+    assert short(w.kernels) == {"gemm": 1, "relu": 1}
+
+
+def test_one_outermost_entry_in_n_is_traced(fake, names):
+    b = CuptiBackend(cupti_module=fake, libcuda=FakeLibcuda(fake), sample_every=4)
+    try:
+        for _ in range(8):
+            b.start("step")
+            step(b, fake, "inner", names["gemm"], 2)
+            b.stop("step")
+        w = b.collect()
+        assert w.records == 2 * 2  # entries 1 and 5
+        assert short(w.sections["inner"]) == {"gemm": 4}
+    finally:
+        b.shutdown()
+
+
+def test_communication_kernels_are_counted_and_left_out(backend, fake, names):
+    backend.start("step")
+    fake.launch(names["gemm"])
+    fake.launch(names["nccl"])
+    backend.stop("step")
+    w = backend.collect()
+    assert short(w.kernels) == {"gemm": 1}
+    assert w.comm_records == 1
+    assert any("nccl" in full.lower() for full in backend.kernel_names().values())
+
+
+def test_torch_profiler_pauses_timing_and_it_resumes_after(backend, fake, names, caplog):
+    from torch.profiler import ProfilerActivity, profile
+
+    caplog.set_level(logging.WARNING)
+    with profile(activities=[ProfilerActivity.CPU]):
+        step(backend, fake, "step", names["gemm"], 3)
+        assert backend.paused
+    assert backend.collect().records == 0
+    step(backend, fake, "step", names["gemm"], 3)
+    assert not backend.paused
+    assert backend.collect().records == 3
+    assert "paused" in caplog.text and "resumed" in caplog.text
+
+
+def test_callbacks_taken_by_another_tool_are_detected_and_taken_back(backend, fake, names, caplog):
+    fake.raw = None  # another tool registered its own buffer callbacks
+    step(backend, fake, "step", names["gemm"], 2)
+    lost = backend.collect()
+    assert lost.records == 0 and lost.dropped_records > 0
+    assert backend.failures.get("conflict") == 1
+    assert "re-attaching" in caplog.text
+    step(backend, fake, "step", names["gemm"], 2)
+    assert backend.collect().records == 2
+
+
+def test_shutdown_releases_cupti_and_later_calls_are_harmless(backend, fake, names):
+    backend.shutdown()
+    assert fake.finalized == 1
+    assert not fake.enabled and not fake.driver_apis
+    step(backend, fake, "step", names["gemm"], 2)
+    assert backend.collect().records == 0
+    backend.shutdown()
+    assert fake.finalized == 1
+
+
+def test_an_untraced_marker_makes_cupti_unavailable_and_releases_it(fake):
+    with pytest.raises(CuptiUnavailable, match="did not trace a section marker"):
+        CuptiBackend(cupti_module=fake, libcuda=FakeLibcuda(fake, traced=()), sample_every=1)
+    assert fake.finalized >= 1
+
+
+def test_raw_buffers_that_receive_nothing_fall_back_to_record_objects(monkeypatch, fake, names):
+    monkeypatch.setattr(cupti_backend, "register_callbacks_function", lambda: lambda r, d: 0)
+    b = CuptiBackend(cupti_module=fake, libcuda=FakeLibcuda(fake), sample_every=1)
+    try:
+        assert b.buffer_path == "objects"
+        step(b, fake, "step", names["relu"], 3)
+        assert short(b.collect().kernels) == {"relu": 3}
+    finally:
+        b.shutdown()
+
+
+def test_cupti_failures_are_logged_once_and_never_raised(backend, fake, names, caplog):
+    def broken(kind: int) -> None:
+        raise RuntimeError("CUPTI_ERROR_UNKNOWN")
+
+    fake.activity_enable = broken  # type: ignore[method-assign]
+    for _ in range(3):
+        step(backend, fake, "step", names["gemm"], 1)
+    assert backend.failures["start"] == 3
+    assert caplog.text.count("kernel timing failed") == 1
+
+
+def test_stop_without_start_is_ignored(backend, fake, names):
+    backend.stop("step")
+    step(backend, fake, "step", names["gemm"], 1)
+    assert backend.collect().records == 1

@@ -94,9 +94,9 @@ class EventsBackend:
             self._free += (ev0, ev1)
         sids = np.asarray(done_sid, np.int64)
         ns = np.asarray(done_ns, np.float64)
-        outer = np.asarray(done_outer, np.bool_)
+        is_outer = np.asarray(done_outer, np.bool_)
         self._all.add(sids, ns)
-        self._outer.add(sids[outer], ns[outer])
+        self._outer.add(sids[is_outer], ns[is_outer])
         kernels = {
             SECTION_KEY_PREFIX + self._names[s]: st for s, st in self._outer.snapshot().items()
         }
@@ -108,7 +108,7 @@ class EventsBackend:
             kernels=kernels,
             sections=sections,
             dropped_records=self._dropped,
-            records=int(outer.sum()),
+            records=int(is_outer.sum()),
         )
         self._outer.reset()
         self._all.reset()

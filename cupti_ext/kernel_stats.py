@@ -9,6 +9,7 @@ ring's median is the window's typical time to within noise.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,12 +34,12 @@ class RingStats:
 
     def _reset_arrays(self, capacity: int) -> None:
         self._rows: dict[int, int] = {}
-        self._count = np.zeros(capacity, np.int64)
-        self._sum = np.zeros(capacity, np.float64)
-        self._sumsq = np.zeros(capacity, np.float64)
-        self._min = np.full(capacity, np.inf)
-        self._max = np.full(capacity, -np.inf)
-        self._samples = np.full((capacity, self.ring), np.nan)
+        self._count: npt.NDArray[Any] = np.zeros(capacity, np.int64)
+        self._sum: npt.NDArray[Any] = np.zeros(capacity, np.float64)
+        self._sumsq: npt.NDArray[Any] = np.zeros(capacity, np.float64)
+        self._min: npt.NDArray[Any] = np.full(capacity, np.inf)
+        self._max: npt.NDArray[Any] = np.full(capacity, -np.inf)
+        self._samples: npt.NDArray[Any] = np.full((capacity, self.ring), np.nan)
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -47,16 +48,16 @@ class RingStats:
         old = len(self._count)
         extra = old
 
-        def pad(a: npt.NDArray[np.generic], fill: float) -> npt.NDArray[np.generic]:
+        def pad(a: npt.NDArray[Any], fill: float) -> npt.NDArray[Any]:
             shape = (extra, *a.shape[1:])
             return np.concatenate([a, np.full(shape, fill, dtype=a.dtype)])
 
-        self._count = pad(self._count, 0)  # type: ignore[assignment]
-        self._sum = pad(self._sum, 0.0)  # type: ignore[assignment]
-        self._sumsq = pad(self._sumsq, 0.0)  # type: ignore[assignment]
-        self._min = pad(self._min, np.inf)  # type: ignore[assignment]
-        self._max = pad(self._max, -np.inf)  # type: ignore[assignment]
-        self._samples = pad(self._samples, np.nan)  # type: ignore[assignment]
+        self._count = pad(self._count, 0)
+        self._sum = pad(self._sum, 0.0)
+        self._sumsq = pad(self._sumsq, 0.0)
+        self._min = pad(self._min, np.inf)
+        self._max = pad(self._max, -np.inf)
+        self._samples = pad(self._samples, np.nan)
 
     def _row(self, group: int) -> int:
         row = self._rows.get(group)

@@ -148,7 +148,7 @@ def record_addresses(activities: Sequence[Any]) -> U64:
 def memory_view(address: int, size: int) -> U8:
     """Bytes at ``address`` as a read-only numpy array (no copy)."""
     raw = (ctypes.c_char * size).from_address(address)
-    out = np.frombuffer(raw, dtype=np.uint8)
+    out: U8 = np.frombuffer(memoryview(raw).cast("B"), dtype=np.uint8)
     out.flags.writeable = False
     return out
 
@@ -158,7 +158,8 @@ def _field(raw: U8, offsets: I64, dtype: np.dtype[Any], name: str) -> npt.NDArra
     fdtype, foff = dtype.fields[name][:2]  # type: ignore[index]
     width = int(fdtype.itemsize)
     idx = (offsets + int(foff))[:, None] + np.arange(width)
-    return raw[idx].view(fdtype).reshape(len(offsets))
+    out: npt.NDArray[Any] = raw[idx].view(fdtype).reshape(len(offsets))
+    return out
 
 
 _KERNEL_FIELDS = (

@@ -67,7 +67,8 @@ def test_two_nccl_ranks_gpu_relative_score_flags_the_slowed_rank_not_the_section
         assert r["backend"] == "cupti"
         assert r["comm_records"] >= 4
         assert r["nccl_keys"] == []
-        assert r["records"] == 4 * 4  # 2 GEMMs + 2 scalings per step, 4 steps
+        # 2 GEMMs + 2 scalings per step, 4 steps; cuBLAS may split a GEMM in two kernels.
+        assert 16 <= r["records"] <= 24
     healthy = pickle.loads(results[0]["healthy"])
     slow = pickle.loads(results[0]["slow"])
     assert healthy.identify_stragglers()["straggler_gpus_relative"] == set()

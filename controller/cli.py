@@ -16,11 +16,23 @@ app.add_typer(operator_app, name="operator")
 
 
 @app.command()
-def demo() -> None:
-    """End-to-end demo on embedded defaults: CPU ranks with one slowed rank."""
-    from pacekeeper.detector.demo import run_demo
+def demo(
+    out: Annotated[Path, typer.Option(help="Where the heatmap and report go.")] = Path(
+        "pacekeeper-demo"
+    ),
+    detector_only: Annotated[
+        bool, typer.Option(help="Only the detector: 4 gloo ranks and their report.")
+    ] = False,
+) -> None:
+    """End-to-end demo on embedded defaults: 4 CPU ranks with one slowed, a local Ray
+    ScoreBoard, the controller core in dry-run, a heatmap."""
+    if detector_only:
+        from pacekeeper.detector.demo import run_demo
 
-    raise typer.Exit(run_demo())
+        raise typer.Exit(run_demo())
+    from pacekeeper.controller.demo import E2EConfig, run_e2e_demo
+
+    raise typer.Exit(run_e2e_demo(E2EConfig(out_dir=out)))
 
 
 @app.command()

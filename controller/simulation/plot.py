@@ -16,7 +16,13 @@ MAX_ROWS = 512
 """Rows drawn at most: larger jobs are shown per node (the worst rank of each node)."""
 
 
-def heatmap(rec: RunRecord, truth: Truth, path: str | Path, title: str = "") -> Path:
+def heatmap(
+    rec: RunRecord,
+    truth: Truth,
+    path: str | Path,
+    title: str = "",
+    time_label: str = "simulated minutes",
+) -> Path:
     """Write the heatmap; returns the path. Colour: the lowest score of each rank per
     report (1.0 white/yellow, lower darker). Faulty ranks are marked on the left edge,
     their fault start with a dashed line; pacekeeper's actions (x) and would-be actions
@@ -64,7 +70,7 @@ def heatmap(rec: RunRecord, truth: Truth, path: str | Path, title: str = "") -> 
             color="lime" if f.disruptive else "deepskyblue",
             markersize=8 if f.disruptive else 4,
         )
-    ax.set_xlabel("simulated minutes")
+    ax.set_xlabel(time_label)
     ax.set_ylabel("node" if per_node else "rank")
     ax.set_title(title or "scores over ranks and time (> faulty, x action, . notice)")
     fig.tight_layout()

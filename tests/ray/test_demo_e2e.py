@@ -1,0 +1,30 @@
+"""The README's first command: `pacekeeper demo` end to end, as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.slow
+def test_demo_names_the_slow_rank_and_shows_what_the_controller_would_do(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "demo"
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pacekeeper")), "demo", "--out", str(out)],
+        capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "160"},
+    )  # fmt: skip
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-4000:]
+    assert "STRAGGLER (backward)" in text
+    assert "reports from job local:demo" in text
+    assert "would restartRank rank 2 on node1" in text
+    png = out / "heatmap.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 10_000

@@ -77,6 +77,16 @@ class Digest:
             self._listed = {r.rank for r in self.report.ranks}
         return rank in self._listed
 
+    def ray_workers(self, ranks: list[int]) -> list[dict[str, object]]:
+        """Where each of ``ranks`` runs on Ray (node id and process id), for restarting
+        exactly those workers; ranks without both are left out."""
+        wanted = set(ranks)
+        return [
+            {"rank": r.rank, "rayNodeId": r.ray_node_id, "pid": r.pid}
+            for r in self.report.ranks
+            if r.rank in wanted and r.ray_node_id and r.pid
+        ]
+
     def placement(self, node: NodeName) -> tuple[list[str], list[str]]:
         """Pods and Ray node ids of the job on ``node`` (off the hot path: only an
         action needs them)."""

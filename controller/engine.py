@@ -541,6 +541,7 @@ class _Run:
         match step:
             case ActionKind.RESTART_RANK:
                 ev["pods"] = [d.pod_of[r] for r in ranks if r in d.pod_of]
+                ev["rayWorkers"] = d.ray_workers(ranks)
             case ActionKind.DRAIN_NODE:
                 pods, ray_ids = d.placement(node)
                 ev |= {"pods": pods, "rayNodeIds": ray_ids}

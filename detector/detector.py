@@ -262,7 +262,11 @@ class Detector:
             cls._sent_kernel_names = set()
             cls._names = {}
             cls._rank_info = RankInfo(
-                rank=info.global_rank, node=node, pod=env.pod_name(), ray_node_id=ray_node
+                rank=info.global_rank,
+                node=node,
+                pod=env.pod_name(),
+                ray_node_id=ray_node,
+                pid=os.getpid(),
             )
             cls._job = job if job is not None else _default_job(ray_job)
             cls._sequence = 0

@@ -110,6 +110,7 @@ class RankInfo:
     node: str
     pod: str | None = None
     ray_node_id: str | None = None
+    pid: int | None = None
     section_samples: int = 0
     kernel_samples: int = 0
     dropped_records: int = 0
@@ -160,6 +161,7 @@ def to_score_report(
                 node=info.node or report.rank_to_node.get(r) or "<unk>",
                 pod=info.pod,
                 ray_node_id=info.ray_node_id,
+                pid=info.pid,
                 gpu_relative=_score(report.gpu_relative_perf_scores.get(r)),
                 gpu_individual=_score(report.gpu_individual_perf_scores.get(r)),
                 section_relative=sec_rel.get(r, {}),

@@ -102,6 +102,8 @@ class RankScores(_Model):
     node: str = Field(min_length=1)
     pod: str | None = None
     ray_node_id: str | None = None
+    pid: int | None = Field(default=None, ge=1)
+    """The rank's process id: lets a Ray-side controller restart exactly this worker."""
     gpu_relative: Score = None
     gpu_individual: Score = None
     section_relative: dict[str, Score] = Field(default_factory=dict)

@@ -8,8 +8,11 @@ version instead of calling a private API blindly. ``PREEMPTION`` is always accep
 actors and tasks go on and new work is not scheduled on the node. A drain cannot be
 undone: Ray terminates the node at the deadline (or when it is idle).
 
-Restarting one Ray worker needs the worker's actor handle, which a score report does not
-carry; ``restartRank`` on Ray raises ``GiveUp`` (the ladder then moves to the node steps).
+Restarting one Ray worker (``restartRank``): a report names each rank's Ray node and
+process id, and a zero-CPU task pinned to that node sends the process SIGTERM — after
+checking that the pid is still a Ray worker process (its title starts with ``ray::``), so
+a recycled pid is never hit. Ray then restarts the actor (``max_restarts``) or Ray Train
+replaces the worker group (``FailureConfig``). Linux only (it reads ``/proc``).
 Taint and cordon have no Ray equivalent: the runner records them in its own state only.
 """
 
@@ -17,8 +20,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pacekeeper.controller.actuators.errors import API_UNAVAILABLE, GiveUp, RetryLater
 
@@ -104,9 +108,49 @@ class RayActuators:
             logger.info("ray node drained", extra={"rayNodeId": node_id, "note": message})
         return outcomes
 
-    def restart_rank(self, ranks: Iterable[int]) -> None:
-        raise GiveUp(
-            NOT_SUPPORTED,
-            "restarting a Ray worker needs its actor handle, which reports do not carry "
-            f"(ranks {sorted(ranks)})",
-        )
+    def restart_workers(self, workers: Iterable[Mapping[str, Any]]) -> list[str]:
+        """SIGTERM each worker process ({rank, rayNodeId, pid}) on its own node; returns
+        one ``rank N: <outcome>`` per worker. ``GiveUp`` when a report carried no
+        placement; a pid that is gone or no longer a Ray worker is reported, not hit."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        workers = list(workers)
+        if not workers:
+            raise GiveUp(NOT_SUPPORTED, "the report names no Ray node and pid for the rank")
+        terminate = ray.remote(_terminate)
+        pending = []
+        for w in workers:
+            strategy = NodeAffinitySchedulingStrategy(node_id=str(w["rayNodeId"]), soft=False)
+            ref = terminate.options(num_cpus=0, scheduling_strategy=strategy).remote(int(w["pid"]))
+            pending.append((w, ref))
+        out = []
+        for w, ref in pending:
+            try:
+                outcome = ray.get(ref, timeout=30)
+            except Exception as e:  # node gone or unreachable: decide again later
+                raise RetryLater(30.0, API_UNAVAILABLE, f"restart rank {w['rank']}: {e}") from e
+            logger.info("ray worker restart", extra={"rank": w["rank"], "outcome": outcome})
+            out.append(f"rank {w['rank']}: {outcome}")
+        return out
+
+
+def _terminate(pid: int) -> str:
+    """Runs on the worker's node. Kills only a live Ray worker process that is not us."""
+    import os
+    import signal
+
+    if pid == os.getpid():
+        return "refused: that is this task's own process"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            title = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except FileNotFoundError:
+        return "gone"
+    if not title.startswith("ray::"):
+        return f"refused: pid {pid} is not a Ray worker ({title[:40]!r})"
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "gone"
+    return "terminated"

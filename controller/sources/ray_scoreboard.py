@@ -119,6 +119,7 @@ class KvStateStore:
 class PassResult:
     decisions: tuple[Decision, ...] = ()
     drained: list[str] = field(default_factory=list)
+    restarted: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     recheck_at: datetime | None = None
 
@@ -192,7 +193,9 @@ class RayRunner:
                     self.actuators.drain_nodes(ids, message)
                     result.drained.extend(ids)
                 case ActionKind.RESTART_RANK:
-                    self.actuators.restart_rank(d.evidence.get("ranks") or [])
+                    result.restarted.extend(
+                        self.actuators.restart_workers(d.evidence.get("rayWorkers") or [])
+                    )
                 case ActionKind.NOTIFY | ActionKind.TAINT_NODE | ActionKind.CORDON_NODE:
                     logger.info(
                         "action recorded",

@@ -134,3 +134,50 @@ def test_bad_policy_file_exits_2_naming_the_field(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "act" in done.stderr and "1.5" in done.stderr
+
+
+@pytest.mark.slow
+def test_leader_killed_mid_ladder_the_other_replica_goes_on_without_repeating(
+    k8s_server: RunningServer, k8s_api_client: Any, tmp_path: Path,
+    publisher: dict[int, float],
+) -> None:  # fmt: skip
+    setup_world(k8s_server)
+    policy = tmp_path / "policy.yaml"
+    # The taint step waits 3 s for an effect: time enough to kill the leader after it.
+    text = POLICY_YAML.format(mode="enforce").replace("timeoutS: 60", "timeoutS: 1")
+    taint = "taintNode: {enabled: true, timeoutS: "
+    policy.write_text(text.replace(taint + "120}", taint + "3}"))
+    kc = kubeconfig(k8s_server.url, tmp_path / "kubeconfig")
+    first = operator_process(policy, kc, "a", tmp_path / "a.log")
+    procs = [first]
+    try:
+        eventually(
+            lambda: (k8s_server.read("coordination.k8s.io/v1", "Lease", "pacekeeper-controller",
+                                     CONTROLLER_NS) or {}).get("spec", {}).get("holderIdentity")
+            == "a",
+            timeout_s=60,
+        )  # fmt: skip
+        procs.append(operator_process(policy, kc, "b", tmp_path / "b.log"))
+        eventually(lambda: taints(k8s_server, "n1"), timeout_s=60)
+        first.kill()  # no goodbye: the Lease is left to expire
+        first.wait(10)
+        eventually(lambda: cordoned(k8s_server, "n1"), timeout_s=90)
+        lease = k8s_server.read(
+            "coordination.k8s.io/v1", "Lease", "pacekeeper-controller", CONTROLLER_NS
+        )
+        assert lease is not None and lease["spec"]["holderIdentity"] == "b"
+        writes = k8s_server.history.find(verb="patch", plural="nodes", name="n1", status=200)
+        assert len(writes) == 2, "one taint (by a) and one cordon (by b), nothing repeated"
+        acted = [d["action"] for d in controller_status(k8s_server)["decisions"]
+                 if d["verdict"] == "act"]  # fmt: skip
+        assert acted.count("taintNode") == 1 and acted.count("cordonNode") == 1
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    assert '"msg": "action applied"' in (tmp_path / "b.log").read_text()

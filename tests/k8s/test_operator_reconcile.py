@@ -212,3 +212,31 @@ def test_stale_report_never_acts(k8s_server: RunningServer, k8s_api_client: Any)
         rec.reconcile_job(KEY)
     assert k8s_server.history.find(verb="patch", plural="nodes") == []
     assert "StaleData" in {d["reason"] for d in controller_status(k8s_server)["decisions"]}
+
+
+def test_metrics_count_decisions_and_applied_actions(
+    k8s_server: RunningServer, k8s_api_client: Any
+) -> None:
+    setup_world(k8s_server)
+    clock = Clock()
+    rec = _reconciler(k8s_api_client, clock)
+    _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
+    reg = rec.metrics.registry
+
+    def sample(name: str, **labels: str) -> float:
+        return reg.get_sample_value(name, labels) or 0.0
+
+    assert sample("pacekeeper_actions_total", action="taintNode", result="applied") == 1
+    assert sample("pacekeeper_actions_total", action="cordonNode", result="applied") == 1
+    assert (
+        sample(
+            "pacekeeper_decisions_total",
+            verdict="act",
+            action="taintNode",
+            reason="BelowThreshold",
+            mode="enforce",
+        )
+        == 1
+    )
+    assert sample("pacekeeper_reconcile_seconds_count") == 16
+    assert sample("pacekeeper_time_to_act_seconds_count") >= 2

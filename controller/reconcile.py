@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, assert_never
 
@@ -31,6 +31,7 @@ from pacekeeper.controller.sources.kubernetes import (
     KubernetesSource,
     WorldCache,
     cluster_view_of,
+    job_key_of,
     job_view_of,
     opt_in_of,
     pods_of_job,
@@ -127,8 +128,6 @@ class Reconciler:
     # --- public -------------------------------------------------------------------------
 
     def known_jobs(self) -> list[JobKey]:
-        from pacekeeper.controller.sources.kubernetes import job_key_of
-
         return [job_key_of(o) for o in self.source.list_report_objects()]
 
     def reconcile_job(self, key: JobKey) -> ReconcileResult:
@@ -175,8 +174,6 @@ class Reconciler:
         view = job_view_of(obj, report, opt_in, _started_at(obj, pods))
         blocked = self._pdb_blocked.get(key)
         if blocked:
-            from dataclasses import replace
-
             view = replace(view, pdb_blocked_nodes=frozenset(blocked))
         cluster_view = cluster_view_of(self._nodes(), self.owner)
 
@@ -199,7 +196,7 @@ class Reconciler:
         sequence = report.sequence if isinstance(report, ScoreReport) else None
         block = controller_status(key, next_job, fresh, previous, sequence)
         if block != previous:
-            self.store.save_job(namespace, name, block)
+            self.store.save_job(namespace, name, block, previous)
 
         for line in summary_lines(outcome.decisions):
             logger.info("decision", extra={"job": key, "summary": line})

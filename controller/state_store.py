@@ -21,7 +21,7 @@ from typing import Any
 from pacekeeper.controller.decisions import Decision
 from pacekeeper.controller.observations import JobKey
 from pacekeeper.controller.state import ClusterState, JobState, State, StateError
-from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
+from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION, merge_patch
 
 logger = logging.getLogger(__name__)
 
@@ -158,13 +158,18 @@ class StateStore:
             return None
         return job_state_from_wire(key, raw)
 
-    def save_job(self, namespace: str, name: str, controller: dict[str, Any]) -> None:
-        """Merge-patch only ``status.controller`` (the reporter owns the rest of status).
-
-        ``state`` is replaced whole: a merge patch would keep keys (streaks of recovered
-        ranks) that the new state dropped, so null them out first.
-        """
-        patch = {"status": {"controller": {**controller}}}
+    def save_job(
+        self,
+        namespace: str,
+        name: str,
+        controller: dict[str, Any],
+        previous: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Merge-patch only ``status.controller`` (the reporter owns the rest of status),
+        turning ``previous`` into ``controller``: keys the new state dropped (the streak
+        of a recovered rank) are deleted with null, or a merge patch would keep them and
+        a restarted controller would resume a streak that had ended."""
+        patch = {"status": {"controller": merge_patch(dict(previous or {}), controller)}}
         self._custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, patch,
             _content_type=MERGE_PATCH, _request_timeout=self._timeout,

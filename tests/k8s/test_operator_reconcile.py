@@ -240,3 +240,17 @@ def test_metrics_count_decisions_and_applied_actions(
     )
     assert sample("pacekeeper_reconcile_seconds_count") == 16
     assert sample("pacekeeper_time_to_act_seconds_count") >= 2
+
+
+def test_persisted_state_drops_what_the_core_dropped(
+    k8s_server: RunningServer, k8s_api_client: Any
+) -> None:
+    setup_world(k8s_server)
+    clock = Clock()
+    rec = _reconciler(k8s_api_client, clock, "observe")
+    seq = _run(rec, k8s_server, k8s_api_client, clock, 1, slow=SLOW)
+    assert "5" in controller_status(k8s_server)["state"]["streaks"]
+    _run(rec, k8s_server, k8s_api_client, clock, 2, slow={}, start_seq=seq)
+    # A merge patch that only sent the new state would have kept rank 5's streak: a
+    # restarted controller would then resume a streak that had ended.
+    assert controller_status(k8s_server)["state"].get("streaks", {}) == {}

@@ -229,9 +229,10 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
     console.print(f"ScoreBoard: {len(reports)} reports from job [bold]local:{JOB_NAME}[/]")
     from pacekeeper.controller.simulation.runner import replay
 
-    live = [d for d in decisions if d.action is not None or d.verdict is not Verdict.HOLD]
+    live = [d for d in decisions if d.action is not None]
     console.print("[bold]Ray-side controller, live against the ScoreBoard (dry-run):[/]")
-    for line in _dedupe(summary_lines(live)) or ["(no report reached it while it ran)"]:
+    lines = [describe(d) if d.evidence.get("wouldBe") else summary_lines([d])[0] for d in live]
+    for line in _dedupe(lines) or ["(no report reached it while it ran)"]:
         console.print(f"  {line}")
     # The same core over every report in order: the timeline does not depend on when
     # the live runner happened to poll.

@@ -231,7 +231,9 @@ class RayScoreBoardSink:
                 address=self.address or "auto",
                 namespace=SCOREBOARD_NAMESPACE,
                 log_to_driver=False,
-                logging_level=logging.WARNING,
+                # ERROR: joining from the publisher thread makes Ray warn that it cannot
+                # install its SIGTERM handler there, which is expected and harmless.
+                logging_level=logging.ERROR,
             )
         if self._handle is None:
             self._handle = get_scoreboard()

@@ -6,7 +6,6 @@ annotated pods + a StragglerReport -> a decision recorded in the report's status
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -19,7 +18,7 @@ import pytest
 import yaml
 from harness import RunningServer, eventually
 from operator_world import controller_status, cordoned, report, setup_world, sink, taints
-from test_operator_process import kubeconfig
+from test_operator_process import kubeconfig, stop_all
 
 from pacekeeper.controller.marks import TAINT_KEY
 
@@ -144,9 +143,5 @@ def test_rendered_deployment_runs_the_opt_in_flow_against_the_harness(
     finally:
         stop.set()
         t.join(5)
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_all([proc])
     assert '"msg": "operator starting"' in log.read_text()

@@ -62,6 +62,18 @@ def operator_process(policy: Path, kc: Path, identity: str, log: Path) -> subpro
     return subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
 
 
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM (a graceful stop releases the Lease), then SIGKILL what lingers."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 @pytest.fixture
 def publisher(k8s_server: RunningServer, k8s_api_client: Any) -> Iterator[dict[int, float]]:
     """Publishes the job's report every 0.3 s through the real reporter sink."""
@@ -111,13 +123,7 @@ def test_two_replicas_one_leader_act_once_then_undo_on_recovery(
         verdicts = [d["verdict"] for d in controller_status(k8s_server)["decisions"]]
         assert verdicts.count("undo") == 2
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
     logs = {p.name: p.read_text() for p in tmp_path.glob("*.log")}
     follower = "b" if leader == "a" else "a"
     assert '"msg": "became leader"' in logs[f"{leader}.log"]
@@ -172,12 +178,5 @@ def test_leader_killed_mid_ladder_the_other_replica_goes_on_without_repeating(
                  if d["verdict"] == "act"]  # fmt: skip
         assert acted.count("taintNode") == 1 and acted.count("cordonNode") == 1
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
     assert '"msg": "action applied"' in (tmp_path / "b.log").read_text()

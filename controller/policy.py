@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -113,11 +114,29 @@ def _non_empty(v: str) -> str:
     return v
 
 
-UnitInterval = Annotated[float, AfterValidator(_unit_interval)]
-Percent = Annotated[float, AfterValidator(_percent)]
-PositiveSeconds = Annotated[float, AfterValidator(_positive_seconds)]
-Seconds = Annotated[float, AfterValidator(_non_negative_seconds)]
-Name = Annotated[str, AfterValidator(_non_empty)]
+@dataclass(frozen=True, slots=True)
+class _JsonBounds:
+    """The range an AfterValidator checks, also stated in the JSON schema: Helm's values
+    schema is generated from these models, and without it an install would accept
+    ``thresholds.act: 1.5`` that the controller then refuses at start-up. The
+    validators keep the messages (``is outside [0, 1]``)."""
+
+    bounds: tuple[tuple[str, Any], ...]
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = handler(schema)
+        return {**dict(self.bounds), **out}
+
+
+def _bounds(**kw: Any) -> _JsonBounds:
+    return _JsonBounds(tuple(kw.items()))
+
+
+UnitInterval = Annotated[float, AfterValidator(_unit_interval), _bounds(minimum=0, maximum=1)]
+Percent = Annotated[float, AfterValidator(_percent), _bounds(minimum=0, maximum=100)]
+PositiveSeconds = Annotated[float, AfterValidator(_positive_seconds), _bounds(exclusiveMinimum=0)]
+Seconds = Annotated[float, AfterValidator(_non_negative_seconds), _bounds(minimum=0)]
+Name = Annotated[str, AfterValidator(_non_empty), _bounds(pattern=r"\S")]
 
 
 class _Model(BaseModel):

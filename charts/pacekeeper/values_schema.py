@@ -19,24 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel, to_snake
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
-from pydantic_core import core_schema
 
 from pacekeeper.controller.policy import (
     API_VERSION,
     KIND,
-    Name,
-    Percent,
     PolicyDocument,
-    PositiveSeconds,
-    Seconds,
-    UnitInterval,
     parse_policy_document,
     policy_json_schema,
 )
@@ -469,42 +461,8 @@ def build_schema(policy_schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _after_validator(alias: Any) -> Callable[..., Any]:
-    return next(m.func for m in get_args(alias)[1:] if isinstance(m, AfterValidator))
-
-
-# The policy models check ranges in AfterValidators, which JSON schema cannot see; without
-# these bounds Helm would accept `thresholds.act: 1.5` and the controller would refuse it
-# only at start-up, after the install "succeeded".
-_VALIDATOR_BOUNDS: dict[Callable[..., Any], dict[str, Any]] = {
-    _after_validator(UnitInterval): {"minimum": 0, "maximum": 1},
-    _after_validator(Percent): {"minimum": 0, "maximum": 100},
-    _after_validator(Seconds): {"minimum": 0},
-    _after_validator(PositiveSeconds): {"exclusiveMinimum": 0},
-    _after_validator(Name): {"pattern": r"\S"},
-}
-
-
-class _BoundedSchema(GenerateJsonSchema):
-    def function_after_schema(
-        self, schema: core_schema.AfterValidatorFunctionSchema
-    ) -> JsonSchemaValue:
-        out = super().function_after_schema(schema)
-        bounds = _VALIDATOR_BOUNDS.get(schema["function"]["function"], {})
-        return {**bounds, **out}
-
-
-def controller_policy_schema() -> dict[str, Any]:
-    """``policy_json_schema()``'s document, with the validators' ranges as JSON schema."""
-    schema = policy_json_schema()
-    bounded = PolicyDocument.model_json_schema(
-        by_alias=True, mode="validation", schema_generator=_BoundedSchema
-    )
-    return {**schema, "properties": bounded["properties"], "$defs": bounded["$defs"]}
-
-
 def render_schema() -> str:
-    schema = build_schema(controller_policy_schema())
+    schema = build_schema(policy_json_schema())
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 

@@ -158,7 +158,25 @@ class BareCupti(Mode):
         self.c.finalize()
 
 
-class Ours(Mode):
+class SectionMode(Mode):
+    """A detector's ``detection_section('step', profile_cuda=True)`` around each step
+    (ours and NVRx's share the API, so they are timed the same way)."""
+
+    det: Any
+
+    def wrap(self, step: Step) -> Step:
+        section = self.det.detection_section
+
+        def wrapped() -> None:
+            with section("step", profile_cuda=True):
+                step()
+
+        return wrapped
+
+    flush = staticmethod(cupti_flush)
+
+
+class Ours(SectionMode):
     def __init__(self, name: str, sample_every: int | None) -> None:
         self.name = name
         self.sample_every = sample_every
@@ -179,23 +197,12 @@ class Ours(Mode):
             )
         assert Detector.kernel_timing_backend() == "cupti", Detector.kernel_timing_backend()
 
-    def wrap(self, step: Step) -> Step:
-        section = self.det.detection_section
-
-        def wrapped() -> None:
-            with section("step", profile_cuda=True):
-                step()
-
-        return wrapped
-
-    flush = staticmethod(cupti_flush)
-
     def teardown(self) -> None:
         self.det.shutdown()
         os.environ.pop("PACEKEEPER_KERNEL_SAMPLE_EVERY", None)
 
 
-class Nvrx(Mode):
+class Nvrx(SectionMode):
     name = "nvrx"
 
     def setup(self) -> None:
@@ -203,17 +210,6 @@ class Nvrx(Mode):
 
         self.det = straggler.Detector
         self.det.initialize(report_time_interval=3600, profiling_interval=1)
-
-    def wrap(self, step: Step) -> Step:
-        section = self.det.detection_section
-
-        def wrapped() -> None:
-            with section("step", profile_cuda=True):
-                step()
-
-        return wrapped
-
-    flush = staticmethod(cupti_flush)
 
     def teardown(self) -> None:
         self.det.shutdown()

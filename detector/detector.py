@@ -92,12 +92,9 @@ def _ray_context() -> tuple[str | None, str | None]:
 def _install_reporter(detector: Any, reporter: Any) -> Any:
     """The reporter for this rank, or None. Bad configuration raises ValueError naming
     the option or variable (at initialize, like every other bad input)."""
-    if reporter is None:
-        reporter = os.environ.get("PACEKEEPER_REPORTER")
-        if not reporter:
-            return None
-        reporter = None  # let the reporter read every PACEKEEPER_* variable itself
-    elif isinstance(reporter, str) and reporter.strip().lower() == "none":
+    if reporter is None and env.reporter_kind() is None:
+        return None  # None with the variable set: the reporter reads PACEKEEPER_* itself
+    if isinstance(reporter, str) and reporter.strip().lower() == "none":
         return None
     from pacekeeper.detector.reporters import install_reporter
 

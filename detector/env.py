@@ -113,3 +113,10 @@ the node there."""
 def node_name(environ: Mapping[str, str] | None = None) -> str | None:
     env = os.environ if environ is None else environ
     return env.get(NODE_NAME) or None
+
+
+def reporter_kind(environ: Mapping[str, str] | None = None) -> str | None:
+    """``PACEKEEPER_REPORTER`` when set: an annotated job's environment turns the reporter
+    on; unset means the Detector publishes nowhere, as NVRx."""
+    env = os.environ if environ is None else environ
+    return env.get("PACEKEEPER_REPORTER") or None

@@ -76,7 +76,10 @@ def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
 
 @pytest.fixture
 def publisher(k8s_server: RunningServer, k8s_api_client: Any) -> Iterator[dict[int, float]]:
-    """Publishes the job's report every 0.3 s through the real reporter sink."""
+    """The job's world (CRD, nodes, opted-in pods), then its report every 0.3 s through the
+    real reporter sink. The world comes first: a report sent before the CRD exists is
+    refused with 404."""
+    setup_world(k8s_server)
     slow: dict[int, float] = {5: 0.5}
     stop = threading.Event()
     out = sink(k8s_api_client)
@@ -100,7 +103,6 @@ def test_two_replicas_one_leader_act_once_then_undo_on_recovery(
     k8s_server: RunningServer, k8s_api_client: Any, tmp_path: Path,
     publisher: dict[int, float],
 ) -> None:  # fmt: skip
-    setup_world(k8s_server)
     policy = tmp_path / "policy.yaml"
     policy.write_text(FAST_POLICY.format(mode="enforce"))
     kc = kubeconfig(k8s_server.url, tmp_path / "kubeconfig")
@@ -147,7 +149,6 @@ def test_leader_killed_mid_ladder_the_other_replica_goes_on_without_repeating(
     k8s_server: RunningServer, k8s_api_client: Any, tmp_path: Path,
     publisher: dict[int, float],
 ) -> None:  # fmt: skip
-    setup_world(k8s_server)
     policy = tmp_path / "policy.yaml"
     # The taint step waits 3 s for an effect: time enough to kill the leader after it.
     text = POLICY_YAML.format(mode="enforce").replace("timeoutS: 60", "timeoutS: 1")

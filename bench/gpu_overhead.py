@@ -87,6 +87,13 @@ class Mode:
         pass
 
 
+def release_cupti(cupti: Any) -> None:
+    """Stop tracing and deliver what is buffered. No cuptiFinalize: called from an
+    ordinary thread it left CUPTI giving no records to the next mode in this process."""
+    cupti.activity_disable(cupti.ActivityKind.CONCURRENT_KERNEL)
+    cupti.activity_flush_all(1)
+
+
 def cupti_flush() -> None:
     from cupti import cupti
 
@@ -123,9 +130,7 @@ class BareRaw(Mode):
     flush = staticmethod(cupti_flush)
 
     def teardown(self) -> None:
-        self.c.activity_flush_all(1)
-        print("bare_raw records counted", self.count, flush=True)
-        self.c.finalize()
+        release_cupti(self.c)
 
 
 class BareCupti(Mode):
@@ -154,8 +159,7 @@ class BareCupti(Mode):
     flush = staticmethod(cupti_flush)
 
     def teardown(self) -> None:
-        self.c.activity_flush_all(1)
-        self.c.finalize()
+        release_cupti(self.c)
 
 
 class SectionMode(Mode):
@@ -196,6 +200,15 @@ class Ours(SectionMode):
                 report_time_interval=3600, profiling_interval=1, kernel_timing="cupti"
             )
         assert Detector.kernel_timing_backend() == "cupti", Detector.kernel_timing_backend()
+        self.records_seen = 0
+
+    def block_end(self) -> None:
+        # Counted per block (a report would clear it), to show the kernels were traced.
+        from pacekeeper.detector import Detector
+
+        backend = Detector._backend
+        if backend is not None:
+            self.records_seen += backend.collect().records
 
     def teardown(self) -> None:
         self.det.shutdown()
@@ -282,24 +295,30 @@ def kernels_per_step(step: Step, steps: int = 20) -> float:
 
 
 def report_times(det: Any, step: Step, section_kw: dict[str, Any], repeats: int) -> dict[str, Any]:
-    """generate_report on one rank after 40 traced steps, repeated; first and warm."""
+    """generate_report on one rank after 40 traced steps, repeated; first and warm. For
+    ours, also the backend's ``collect`` (the CUPTI part of a report) on its own."""
     import torch
 
-    times = []
-    for _ in range(repeats):
+    def timed(call: Callable[[], Any]) -> tuple[float, Any]:
         for _ in range(40):
             with det.detection_section("step", **section_kw):
                 step()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        report = det.generate_report()
-        times.append((time.perf_counter() - t0) * 1e3)
-    kernels = len(getattr(report, "local_kernel_summaries", {}) or {})
+        out = call()
+        return (time.perf_counter() - t0) * 1e3, out
+
+    runs = [timed(det.generate_report) for _ in range(repeats)]
+    times = [t for t, _ in runs]
+    report = runs[-1][1]
+    backend = getattr(det, "_backend", None)
+    collect_ms = [timed(backend.collect)[0] for _ in range(repeats)] if backend else []
     return {
         "first_ms": times[0],
         "warm_ms_median": statistics.median(times[1:]),
         "warm_ms_min": min(times[1:]),
-        "kernel_keys_in_report": kernels,
+        "kernel_keys_in_report": len(getattr(report, "local_kernel_summaries", {}) or {}),
+        "collect_ms_median": statistics.median(collect_ms) if collect_ms else None,
         "gpu_scores": dict(getattr(report, "gpu_relative_perf_scores", {}) or {}),
     }
 
@@ -487,6 +506,9 @@ def main(argv: list[str] | None = None) -> int:
             wres: dict[str, Any] = {"kernels_per_step": kps, "modes": {}}
             for mname in args.modes.split(","):
                 mode = modes[mname]()
+                # Plain blocks just before set-up and just after teardown: a cost the
+                # mode adds to every step (B and A blocks alike) shows only here.
+                before = [run_block(step, args.block, cupti_flush) for _ in range(6)]
                 try:
                     mode.setup()
                     pairs = args.slow_mode_pairs if mname == "bare_cupti" else args.pairs
@@ -494,6 +516,12 @@ def main(argv: list[str] | None = None) -> int:
                         pairs = args.gemm_pairs
                     r = measure(mode, step, pairs, args.block)
                     r["pairs"] = pairs
+                    backend = getattr(getattr(mode, "det", None), "_backend", None)
+                    if hasattr(backend, "marker_mode"):
+                        r["marker_mode"] = backend.marker_mode
+                    seen = getattr(mode, "count", getattr(mode, "records_seen", None))
+                    if seen is not None:
+                        r["records_seen"] = seen
                     r["added_per_kernel_us"] = r["added_step_us_median"] / kps if kps else None
                     wres["modes"][mname] = r
                 except Exception:
@@ -501,6 +529,14 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     with contextlib.suppress(Exception):
                         mode.teardown()
+                after = [run_block(step, args.block, cupti_flush) for _ in range(6)]
+                r = wres["modes"][mname]
+                if "a_step_ms_median" in r:
+                    pre = statistics.median(before) * 1e3
+                    r["plain_before_ms"] = pre
+                    r["plain_after_ms"] = statistics.median(after) * 1e3
+                    r["a_vs_plain_before"] = r["a_step_ms_median"] / pre
+                    r["plain_after_vs_before"] = r["plain_after_ms"] / pre
                 brief = {k: v for k, v in wres["modes"][mname].items() if not k.endswith("_ms")}
                 print(wname, mname, json.dumps(brief), flush=True)
                 result["workloads"][wname] = wres
@@ -546,6 +582,7 @@ def print_table(result: dict[str, Any]) -> None:
             print(
                 f"  {name:13} first {r['first_ms']:7.3f}  warm median {r['warm_ms_median']:7.3f}"
                 f"  min {r['warm_ms_min']:7.3f}  kernel keys {r['kernel_keys_in_report']}"
+                f"  collect alone {r.get('collect_ms_median')}"
             )
 
 

@@ -15,6 +15,7 @@ the training loop.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -45,6 +46,8 @@ for the measured overhead and the detection quality behind the choice)."""
 
 INJECTION_ENV = ("CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID", "NV_NSIGHT_INJECTION")
 _MARKER_CANDIDATES = ("cuDriverGetVersion", "cuDeviceGetCount")
+MARKER_MODES = ("api", "driver")
+"""How the marker call's API record is obtained, in the order tried (see _pick_marker)."""
 
 
 _BufferRequested = ctypes.CFUNCTYPE(
@@ -80,6 +83,10 @@ def register_callbacks_function() -> Any | None:
     return proto(addr)
 
 
+_REGISTERED: list[RawBuffers] = []
+"""Every RawBuffers ever handed to CUPTI, kept alive for the life of the process."""
+
+
 class RawBuffers:
     """CUPTI buffer callbacks registered through ctypes, handing over raw bytes.
 
@@ -100,6 +107,10 @@ class RawBuffers:
         self._completed = _BufferCompleted(self._complete)
 
     def register(self) -> None:
+        # CUPTI keeps calling the last registered pair (a flush at process exit, say)
+        # after the backend that made it is gone; freed ctypes thunks would crash it.
+        if self not in _REGISTERED:
+            _REGISTERED.append(self)
         status = self._register_fn(self._requested, self._completed)
         if status != 0:
             raise CuptiUnavailable(f"cuptiActivityRegisterCallbacks returned {status}")
@@ -116,6 +127,11 @@ class RawBuffers:
         except Exception:
             buf[0] = None
             size[0] = 0
+
+    def trim(self) -> None:
+        """Free the spare blocks (the object itself stays alive, see ``_REGISTERED``)."""
+        with self._lock:
+            self._free.clear()
 
     def _complete(self, ctx: Any, stream: int, buf: int, size: int, valid: int) -> None:
         try:
@@ -173,8 +189,9 @@ class CuptiBackend:
     """CUPTI activity-API backend; one per process (CUPTI's activity API is global)."""
 
     name = "cupti"
-    self_check_timeout_s = 1.0
-    """How long start-up waits for the self-check marker's record (per flush kind)."""
+    self_check_timeout_s = 0.25
+    """How long start-up waits for the self-check marker's record (after a forced flush,
+    per marker tried)."""
     fence_timeout_s = 0.25
     """How long ``collect`` waits for its fence marker's record (per flush kind)."""
 
@@ -231,6 +248,7 @@ class CuptiBackend:
         self._failures: dict[str, int] = {}
         self._dropped_count = ctypes.c_size_t(0)
         self._profiler_enabled = _torch_profiler_probe()
+        self._marker_mode = MARKER_MODES[0]
         self._raw: RawBuffers | None = None
         if raw_buffers:
             c.get_timestamp()  # loads libcupti
@@ -256,39 +274,62 @@ class CuptiBackend:
         c.activity_enable(c.ActivityKind.EXTERNAL_CORRELATION)
 
     @property
+    def marker_mode(self) -> str:
+        """How section markers are traced: ``api`` or ``driver`` (see _pick_marker)."""
+        return self._marker_mode
+
+    @property
     def buffer_path(self) -> str:
         """``raw`` (ctypes, bulk numpy walk) or ``objects`` (cupti-python's record list)."""
         return "raw" if self._raw is not None else "objects"
 
     def _pick_marker(self) -> tuple[Callable[[], Any], int]:
-        """Attach, and find a driver call CUPTI traces that we can use as the marker."""
+        """Attach, and find a driver call CUPTI traces that we can use as the marker.
+
+        Two ways to get the marker's API record, cheapest first:
+          ``api``     trace only the marker's callback id. On the H200 (CUDA 13.0) this
+                      gave records only when set before the process's CUDA context
+                      existed, which a detector started after the model cannot rely on.
+          ``driver``  switch the DRIVER kind on around each marker call only. Kept on
+                      through a section it traced every launch's driver calls and made
+                      a 602-kernel step 4x slower, so it is never left on.
+        """
         c = self._c
         try:
             libcuda = self._libcuda or ctypes.CDLL("libcuda.so.1")
             self._attach()
         except Exception as e:
             raise CuptiUnavailable(f"CUPTI activity API unavailable: {e}") from e
+        with contextlib.suppress(Exception):
+            libcuda.cuInit(0)  # CUPTI traces nothing before the driver is initialised
         value = ctypes.c_int(0)
-        for fname in _MARKER_CANDIDATES:
-            cbid = int(getattr(c.driver_api_trace_cbid, fname))
-            fn = getattr(libcuda, fname)
-            fn.argtypes = [ctypes.POINTER(ctypes.c_int)]
-            fn.restype = ctypes.c_int
-            arg = ctypes.byref(value)
+        for mode in MARKER_MODES:
+            # A context-bound failure of ``api`` is not the candidate's fault: try one.
+            for fname in _MARKER_CANDIDATES[:1] if mode == "api" else _MARKER_CANDIDATES:
+                cbid = int(getattr(c.driver_api_trace_cbid, fname))
+                fn = getattr(libcuda, fname)
+                fn.argtypes = [ctypes.POINTER(ctypes.c_int)]
+                fn.restype = ctypes.c_int
+                arg = ctypes.byref(value)
 
-            def call(fn: Any = fn, arg: Any = arg) -> Any:
-                return fn(arg)
+                def call(fn: Any = fn, arg: Any = arg) -> Any:
+                    return fn(arg)
 
-            try:
-                c.activity_enable_driver_api(cbid, 1)
-                seen = self._fence(call, timeout_s=self.self_check_timeout_s)
-            except Exception as e:
-                self._release()
-                raise CuptiUnavailable(f"CUPTI activity API unavailable: {e}") from e
-            if seen:
-                logger.debug("CUPTI section marker chosen", extra={"marker": fname})
-                return call, cbid
-            c.activity_enable_driver_api(cbid, 0)
+                try:
+                    self._marker_mode = mode
+                    self._marker_on(cbid)
+                    seen = self._fence(call, timeout_s=self.self_check_timeout_s, forced=True)
+                except Exception as e:
+                    with contextlib.suppress(Exception):
+                        self._marker_off(cbid)
+                    self._release()
+                    raise CuptiUnavailable(f"CUPTI activity API unavailable: {e}") from e
+                if seen:
+                    logger.info(
+                        "CUPTI section marker chosen", extra={"marker": fname, "mode": mode}
+                    )
+                    return call, cbid
+                self._marker_off(cbid)
         if self._raw is not None:
             # Raw callbacks got nothing: fall back to cupti-python's own buffer callbacks.
             logger.warning("raw CUPTI buffers received nothing; using cupti-python's records")
@@ -301,22 +342,45 @@ class CuptiBackend:
             f"({received} records received, buffer path {self.buffer_path})"
         )
 
-    def _fence(self, marker: Callable[[], Any], timeout_s: float) -> bool:
-        """Emit a fence marker, flush, and wait until our callback has processed it.
+    def _marker_on(self, cbid: int) -> None:
+        if self._marker_mode == "api":
+            self._c.activity_enable_driver_api(cbid, 1)
 
-        CUPTI may hand buffers over on its own thread after a flush returns (and that
-        thread needs the GIL), so a flush alone does not mean the records were seen.
-        """
+    def _marker_off(self, cbid: int) -> None:
+        # In ``driver`` mode the kind is already off again (``_emit``); switching it off
+        # here could cut off a profiler that enabled it.
+        if self._marker_mode == "api":
+            self._c.activity_enable_driver_api(cbid, 0)
+
+    def _emit(self, external_id: int, marker: Callable[[], Any]) -> None:
+        """One marker call under our external id; in ``driver`` mode the DRIVER kind is
+        on only for this call (another thread's call in that instant makes an API record
+        with no external id of ours, which attribution ignores)."""
         c = self._c
-        target = self._builder.fences_seen + 1
-        c.activity_push_external_correlation_id(self._ext_kind, encode_external_id(0, 0, False))
+        driver = self._marker_mode == "driver"
+        if driver:
+            c.activity_enable(c.ActivityKind.DRIVER)
+        c.activity_push_external_correlation_id(self._ext_kind, external_id)
         try:
             marker()
         finally:
             c.activity_pop_external_correlation_id(self._ext_kind)
+            if driver:
+                c.activity_disable(c.ActivityKind.DRIVER)
+
+    def _fence(self, marker: Callable[[], Any], timeout_s: float, forced: bool = False) -> bool:
+        """Emit a fence marker, flush, and wait until our callback has processed it.
+
+        CUPTI may hand buffers over on its own thread after a flush returns (and that
+        thread needs the GIL), so a flush alone does not mean the records were seen.
+        ``forced`` flushes incomplete buffers at once (start-up, where a missing record
+        must be found out quickly); otherwise a forced flush follows only a timeout.
+        """
+        c = self._c
+        target = self._builder.fences_seen + 1
+        self._emit(encode_external_id(0, 0, False), marker)
         deadline = time.monotonic() + timeout_s
-        forced = False
-        c.activity_flush_all(0)
+        c.activity_flush_all(1 if forced else 0)
         while self._builder.fences_seen < target:
             if time.monotonic() > deadline:
                 if forced:
@@ -328,34 +392,44 @@ class CuptiBackend:
         return True
 
     def _release(self) -> None:
+        """Stop every kind of record we asked for and hand over what is buffered.
+
+        No ``cuptiFinalize``: called from an ordinary thread it races with CUPTI calls
+        on other threads (Kineto saw crashes), and on the H200 a backend started after it
+        in the same process received no records at all. With our kinds disabled CUPTI
+        is idle; a profiler started later registers its own callbacks and enables its
+        own kinds (tests/gpu checks that torch.profiler sees every kernel after this).
+        """
         c = self._c
         steps: list[tuple[str, Callable[[], Any]]] = [
-            ("flush", lambda: c.activity_flush_all(1)),
             ("disable kernels", lambda: c.activity_disable(self._kernel_kind)),
+        ]
+        cbid = getattr(self, "_marker_cbid", None)
+        if cbid is not None:
+            steps.append(("disable marker", lambda: self._marker_off(cbid)))
+        steps += [
+            ("flush", lambda: c.activity_flush_all(1)),
             (
                 "disable external correlation",
                 lambda: c.activity_disable(c.ActivityKind.EXTERNAL_CORRELATION),
             ),
         ]
-        cbid = getattr(self, "_marker_cbid", None)
-        if cbid is not None:
-            steps.append(("disable marker", lambda: c.activity_enable_driver_api(cbid, 0)))
-        steps.append(("finalize", c.finalize))
         for what, step in steps:
             try:
                 step()
             except Exception as e:
                 logger.debug("CUPTI release step failed", extra={"step": what, "error": repr(e)})
+        if self._raw is not None:
+            self._raw.trim()
 
     # --- hot path --------------------------------------------------------------------
 
-    def _mark(self, external_id: int) -> None:
+    def _gate(self, on: bool) -> None:
         c = self._c
-        c.activity_push_external_correlation_id(self._ext_kind, external_id)
-        try:
-            self._marker()
-        finally:
-            c.activity_pop_external_correlation_id(self._ext_kind)
+        (c.activity_enable if on else c.activity_disable)(self._kernel_kind)
+
+    def _mark(self, external_id: int) -> None:
+        self._emit(external_id, self._marker)
         self._markers_sent += 1
 
     def _section_id(self, section: str) -> int:
@@ -381,7 +455,7 @@ class CuptiBackend:
         if self._paused:
             # The profiler registered its own buffer callbacks; take them back.
             self._attach()
-            self._c.activity_enable_driver_api(self._marker_cbid, 1)
+            self._marker_on(self._marker_cbid)
             self._paused = False
             logger.warning("torch.profiler stopped: kernel timing resumed")
         return False
@@ -397,7 +471,7 @@ class CuptiBackend:
                     return
                 if self._profiler_busy():
                     return
-                self._c.activity_enable(self._kernel_kind)
+                self._gate(True)
                 self._active = True
             elif not self._active:
                 return
@@ -421,7 +495,7 @@ class CuptiBackend:
                 self._mark(encode_external_id(serial, sid, True))
             if self._depth == 0:
                 self._active = False
-                self._c.activity_disable(self._kernel_kind)
+                self._gate(False)
         except Exception as e:
             self._active = False
             self._fail("stop", e)
@@ -468,7 +542,9 @@ class CuptiBackend:
     def collect(self) -> KernelWindow:
         try:
             live = not self._closed and not self._paused
-            if live and not self._fence(self._marker, timeout_s=self.fence_timeout_s):
+            # The detector synchronizes before collecting, so every kernel has finished
+            # and a forced flush hands over complete records at once.
+            if live and not self._fence(self._marker, timeout_s=self.fence_timeout_s, forced=True):
                 self._fail("fence", TimeoutError("CUPTI buffers not delivered in time"))
             cupti_dropped = 0 if self._closed else self._cupti_dropped()
             with self._lock:

@@ -18,6 +18,7 @@ from .backend import KernelStat
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
+_U16_MAX = (1 << 16) - 1
 
 
 class RingStats:
@@ -70,17 +71,23 @@ class RingStats:
             self._rows[group] = row
         return row
 
-    def add(self, groups: I64, durations_ns: F64) -> None:
-        """Add one duration per element; vectorized, Python work per distinct group."""
+    def add(self, groups: I64, durations_ns: F64, base: int = 0) -> None:
+        """Add one duration per element; vectorized, Python work per distinct group.
+
+        The group of element ``i`` is ``base + groups[i]``: callers with a common high
+        part pass it as ``base`` so the sort below sees small integers.
+        """
         if len(groups) == 0:
             return
-        # One stable sort groups the samples and keeps each group's arrival order.
-        order = np.argsort(groups, kind="stable")
+        # One stable sort groups the samples and keeps each group's arrival order; on
+        # 16-bit keys numpy's stable sort is a radix sort, linear in the batch.
+        small = int(groups.min()) >= 0 and int(groups.max()) <= _U16_MAX
+        order = np.argsort(groups.astype(np.uint16) if small else groups, kind="stable")
         sorted_groups = groups[order]
         starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
         n = np.diff(np.r_[starts, len(sorted_groups)])
         row_of = np.fromiter(
-            (self._row(int(g)) for g in sorted_groups[starts]), np.int64, len(starts)
+            (self._row(base + int(g)) for g in sorted_groups[starts]), np.int64, len(starts)
         )
         rows = np.repeat(row_of, n)
         dur = durations_ns[order].astype(np.float64)

@@ -112,22 +112,28 @@ def record_offsets(raw: U8, layout: RecordLayout) -> tuple[I64, bool]:
         layout.driver_kind: int(layout.api_dtype.itemsize),
         layout.runtime_kind: int(layout.api_dtype.itemsize),
     }
+    if ksize % 4:
+        return np.empty(0, dtype=np.int64), False  # not CUPTI's layout: trust nothing
     parts: list[I64] = []
+    # Kind field index of the k-th record of a kernel run starting at 0, k = 0, 1, ...
+    stride = np.arange(0, n // ksize + 1, dtype=np.int64) * (ksize // 4)
+    chunk = _RUN_CHUNK
     o = 0
     while o < n:
         if o % 4:
             return _joined(parts), False
-        # Probe at most a chunk ahead: a marker every few hundred kernels is typical.
-        run_max = min((n - o) // ksize, _RUN_CHUNK)
-        if run_max:
-            starts = o + ksize * np.arange(run_max, dtype=np.int64)
-            is_kernel = kinds[starts // 4] == layout.kernel_kind
-            run = run_max if bool(is_kernel.all()) else int(np.argmin(is_kernel))
-            if run:
-                parts.append(starts[:run])
-                o += ksize * run
-                continue
         kind = int(kinds[o // 4]) if o + 4 <= n else -1
+        if kind == layout.kernel_kind:
+            # Probe a chunk ahead; the chunk doubles while runs fill it, so a run of r
+            # kernels costs O(log r) numpy calls, and sparse markers cost one each.
+            run_max = min((n - o) // ksize, chunk)
+            if run_max:
+                is_kernel = kinds[o // 4 + stride[:run_max]] == layout.kernel_kind
+                run = run_max if bool(is_kernel.all()) else int(np.argmin(is_kernel))
+                parts.append(o + 4 * stride[:run])
+                o += ksize * run
+                chunk = chunk * 2 if run == run_max else _RUN_CHUNK
+                continue
         size = known.get(kind)
         if size is None or kind == layout.kernel_kind or o + size > n:
             return _joined(parts), False

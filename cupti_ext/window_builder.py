@@ -90,7 +90,7 @@ class KernelWindowBuilder:
         for sid, mask in asg.sections.items():
             m = mask[resolved] & ~comm
             if m.any():
-                self._per_section.add(sid * _KEY_STRIDE + kid[m], dur[m])
+                self._per_section.add(kid[m], dur[m], base=sid * _KEY_STRIDE)
 
     def drop(self, records: int) -> None:
         """Count records lost before they reached us (full buffers, queues)."""

@@ -1,4 +1,10 @@
-"""A rank slowed on the GPU is flagged by the GPU score (Detector + CUPTI backend)."""
+"""A rank slowed on the GPU is flagged by the GPU score (Detector + CUPTI backend).
+
+There is no single-GPU variant against the rank's own baseline: on the H200 a competing
+workload (a side stream or another process) made our kernels at most 1.5% slower, and
+once 5% faster (most likely higher clocks on a busier GPU); they waited to start
+instead. Clocks are not ours to lower on the lent machine. See docs/kernel-timing.md.
+"""
 
 from __future__ import annotations
 
@@ -7,44 +13,6 @@ import socket
 
 import pytest
 import torch
-from workloads import GpuHog, gemm_step
-
-from pacekeeper.detector import Detector
-
-STEPS = 30
-
-
-def _window(a: torch.Tensor, b: torch.Tensor) -> None:
-    for _ in range(STEPS):
-        with Detector.detection_section("step"):
-            gemm_step(a, b)
-
-
-def test_gpu_slowed_by_a_competing_workload_is_flagged_by_the_individual_gpu_score(
-    monkeypatch,
-):
-    monkeypatch.setenv("PACEKEEPER_KERNEL_SAMPLE_EVERY", "1")
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    gemm_step(a, b)
-    torch.cuda.synchronize()
-    Detector.initialize(report_time_interval=3600, kernel_timing="cupti")
-    try:
-        assert Detector.kernel_timing_backend() == "cupti"
-        healthy = []
-        for _ in range(4):
-            _window(a, b)
-            healthy.append(Detector.generate_report())
-        with GpuHog():
-            _window(a, b)
-            slow = Detector.generate_report()
-    finally:
-        Detector.shutdown()
-    for report in healthy[1:]:
-        assert report.identify_stragglers()["straggler_gpus_individual"] == set()
-    flagged = slow.identify_stragglers()
-    assert slow.gpu_individual_perf_scores[0] < 0.75, slow.gpu_individual_perf_scores
-    assert {s.rank for s in flagged["straggler_gpus_individual"]} == {0}
 
 
 def _free_port() -> int:

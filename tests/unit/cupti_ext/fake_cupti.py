@@ -1,10 +1,11 @@
 """CUPTI's activity API as cupti-python exposes it, simulated for a machine without a GPU.
 
 Only the behaviour the backend relies on: one process-wide correlation counter; kernel
-records only while CONCURRENT_KERNEL is enabled; driver-API records only for enabled
-callback ids, each with an EXTERNAL_CORRELATION record per kind whose id stack is not
-empty; buffers handed to the registered callbacks on flush (raw bytes through ctypes
-callbacks, or cupti-python's record objects). Records use cupti-python's real dtypes.
+records only while CONCURRENT_KERNEL is enabled; driver-API records for callback ids
+enabled alone (``per_api_alone``) or passed by the filter while the DRIVER kind is on,
+each with an EXTERNAL_CORRELATION record per kind whose id stack is not empty; buffers
+handed to the registered callbacks on flush (raw bytes through ctypes callbacks, or
+cupti-python's record objects). Records use cupti-python's real dtypes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ class FakeCupti:
 
     def __init__(self) -> None:
         self.enabled: set[int] = set()
-        self.driver_apis: set[int] = set()
+        # CUPTI's per-API filter (cuptiActivityEnableDriverApi); unset ids count as on
+        # for the DRIVER kind and as off on their own.
+        self.api_flags: dict[int, bool] = {}
+        # Whether a per-API flag alone makes records. On the H200 it does only if set
+        # before the CUDA context exists; False models a detector started after it.
+        self.per_api_alone = True
+        self.kind_filter: dict[int, bool] = {}
         self.stacks: dict[int, list[int]] = {}
         self.corr = 0
         self.records: list[bytes] = []
@@ -43,6 +50,7 @@ class FakeCupti:
         self.calls: Counter[str] = Counter()
         self.finalized = 0
         self.kernels_launched = 0
+        self.api_records: Counter[int] = Counter()
 
     # --- the API surface the backend calls ------------------------------------------
     def get_timestamp(self) -> int:
@@ -57,7 +65,20 @@ class FakeCupti:
         self.enabled.discard(int(kind))
 
     def activity_enable_driver_api(self, cbid: int, enable: int) -> None:
-        (self.driver_apis.add if enable else self.driver_apis.discard)(int(cbid))
+        # Seen on the H200: a flag set while the DRIVER kind is off does not filter it.
+        driver_on = int(real.ActivityKind.DRIVER) in self.enabled
+        (self.kind_filter if driver_on else self.api_flags)[int(cbid)] = bool(enable)
+
+    def traces(self, cbid: int) -> bool:
+        if int(real.ActivityKind.DRIVER) in self.enabled:
+            return self.kind_filter.get(cbid, True)
+        return self.per_api_alone and self.api_flags.get(cbid, False)
+
+    @property
+    def driver_apis(self) -> set[int]:
+        """The driver API ids that would make a record now."""
+        cbids = real.driver_api_trace_cbid
+        return {int(m) for m in cbids if 0 < int(m) < int(cbids.SIZE) and self.traces(int(m))}
 
     def activity_push_external_correlation_id(self, kind: int, ext_id: int) -> None:
         self.stacks.setdefault(int(kind), []).append(ext_id)
@@ -99,14 +120,16 @@ class FakeCupti:
     def finalize(self) -> None:
         self.finalized += 1
         self.enabled.clear()
-        self.driver_apis.clear()
+        self.api_flags.clear()
+        self.kind_filter.clear()
         self.raw = self.objects = None
 
     # --- what the GPU and the driver would do -------------------------------------------
     def driver_call(self, cbid: int) -> None:
         self.corr += 1
-        if cbid not in self.driver_apis:
+        if not self.traces(cbid):
             return
+        self.api_records[cbid] += 1
         a = np.zeros(1, dtype=LAYOUT.api_dtype)
         a["kind"], a["cbid"], a["correlation_id"] = LAYOUT.driver_kind, cbid, self.corr
         self.records.append(a.tobytes())
@@ -119,8 +142,9 @@ class FakeCupti:
                     self.records.append(e.tobytes())
 
     def launch(self, name_ptr: int, dur_ns: int = 1000, threads: int = 512) -> None:
-        self.corr += 1
         self.kernels_launched += 1
+        # The launch is a driver call too: traced if the DRIVER kind is on unfiltered.
+        self.driver_call(int(real.driver_api_trace_cbid.cuLaunchKernel))
         if LAYOUT.kernel_kind not in self.enabled:
             return
         k = np.zeros(1, dtype=LAYOUT.kernel_dtype)
@@ -150,16 +174,19 @@ class FakeLibcuda:
     def __init__(self, cupti: FakeCupti, traced: tuple[str, ...] = ("cuDriverGetVersion",)):
         self._cupti = cupti
         self._traced = traced
+        self.called: Counter[str] = Counter()
 
     def __getattr__(self, name: str) -> Any:
         cupti, cbid = self._cupti, int(getattr(real.driver_api_trace_cbid, name))
         traced = name in self._traced
+        called = self.called
 
         class Entry:
             argtypes: Any = None
             restype: Any = None
 
             def __call__(self, *args: Any) -> int:
+                called[name] += 1
                 if traced:
                     cupti.driver_call(cbid)
                 else:

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from pacekeeper.cupti_ext.attribution import (
     MarkerBook,
+    _Intervals,
     decode_external_ids,
     encode_external_id,
 )
@@ -104,3 +105,18 @@ def test_vectorized_attribution_matches_a_plain_loop(entries, kernel_corr):
         got = {sec for sec, mask in asg.sections.items() if mask[i]}
         assert got == expected
         assert bool(asg.any_section[i]) == bool(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 10_000)), max_size=300))
+def test_interval_store_matches_sorting_everything_each_time(pairs):
+    # Entries usually close in order (O(1) appends); any order must give the same arrays.
+    iv = _Intervals()
+    for i, (start, stop) in enumerate(pairs):
+        iv.append(start, stop)
+        if i % 37 == 0 or i == len(pairs) - 1:
+            ref = sorted(pairs[: i + 1], key=lambda p: p[0])
+            starts, cummax = iv.arrays()
+            assert starts.tolist() == [p[0] for p in ref]
+            assert cummax.tolist() == np.maximum.accumulate([p[1] for p in ref]).tolist()
+    assert len(iv) == len(pairs)

@@ -9,6 +9,7 @@ of B/A. Modes, all in the same run and on the same steps:
   bare_cupti    CUPTI CONCURRENT_KERNEL tracing, cupti-python callback only counting records
   ours_i1       pacekeeper Detector, profiling_interval=1, every entry traced
   ours_default  pacekeeper Detector with its defaults
+  ours_*_memset the same two with memset section markers (PACEKEEPER_KERNEL_MARKER=memset)
   nvrx          NVRx 0.7.0 Detector.detection_section(profile_cuda=True), interval 1
 Steps: launch-bound (100 x Linear(256), forward and backward) and GEMM-bound
 (4 x bf16 8192^3). Also generate_report time on one rank, ours vs NVRx.
@@ -182,13 +183,15 @@ class SectionMode(Mode):
 
 
 class Ours(SectionMode):
-    def __init__(self, name: str, sample_every: int | None) -> None:
+    def __init__(self, name: str, sample_every: int | None, marker: str = "auto") -> None:
         self.name = name
         self.sample_every = sample_every
+        self.marker = marker
 
     def setup(self) -> None:
         from pacekeeper.detector import Detector
 
+        os.environ["PACEKEEPER_KERNEL_MARKER"] = self.marker
         if self.sample_every is not None:
             os.environ["PACEKEEPER_KERNEL_SAMPLE_EVERY"] = str(self.sample_every)
         else:
@@ -214,6 +217,7 @@ class Ours(SectionMode):
     def teardown(self) -> None:
         self.det.shutdown()
         os.environ.pop("PACEKEEPER_KERNEL_SAMPLE_EVERY", None)
+        os.environ.pop("PACEKEEPER_KERNEL_MARKER", None)
 
 
 class Nvrx(SectionMode):
@@ -499,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         "bare_cupti": BareCupti,
         "ours_i1": lambda: Ours("ours_i1", 1),
         "ours_default": lambda: Ours("ours_default", None),
+        "ours_i1_memset": lambda: Ours("ours_i1_memset", 1, marker="memset"),
+        "ours_default_memset": lambda: Ours("ours_default_memset", None, marker="memset"),
         "nvrx": Nvrx,
     }
     from pacekeeper.cupti_ext.cupti_backend import DEFAULT_SAMPLE_EVERY

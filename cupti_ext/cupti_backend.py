@@ -27,6 +27,7 @@ from typing import Any
 from .attribution import MAX_SECTION_ID, encode_external_id
 from .backend import KernelWindow
 from .kernel_keys import comm_pattern_from_env
+from .markers import MARKER_BYTES, MARKER_WORDS, MemsetMarkers
 from .records import (
     RecordLayout,
     decode_addresses,
@@ -46,8 +47,13 @@ for the measured overhead and the detection quality behind the choice)."""
 
 INJECTION_ENV = ("CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID", "NV_NSIGHT_INJECTION")
 _MARKER_CANDIDATES = ("cuDriverGetVersion", "cuDeviceGetCount")
-MARKER_MODES = ("api", "driver")
-"""How the marker call's API record is obtained, in the order tried (see _pick_marker)."""
+MARKER_ENV = "PACEKEEPER_KERNEL_MARKER"
+MARKER_MODES = ("memset", "api", "driver")
+"""How section markers reach CUPTI's records (see _pick_marker)."""
+AUTO_MARKERS = ("api", "driver")
+"""The order tried by default. ``memset`` is the cheapest but not yet run on a GPU in
+the backend (its records and costs were probed on the H200): opt in with
+PACEKEEPER_KERNEL_MARKER=memset until the GPU tests have run with it."""
 
 
 _BufferRequested = ctypes.CFUNCTYPE(
@@ -172,6 +178,17 @@ def injected_tool(environ: dict[str, str] | None = None) -> str | None:
     return None
 
 
+def marker_modes_from_env(environ: dict[str, str] | None = None) -> tuple[str, ...]:
+    """Marker modes to try, in order: the one named first, then the default order."""
+    raw = (os.environ if environ is None else environ).get(MARKER_ENV, "").strip().lower()
+    if raw in ("", "auto"):
+        return AUTO_MARKERS
+    if raw not in MARKER_MODES:
+        allowed = ", ".join(("auto", *MARKER_MODES))
+        raise ValueError(f"{MARKER_ENV}={raw!r} is not one of {allowed}")
+    return (raw, *(m for m in AUTO_MARKERS if m != raw))
+
+
 def sample_every_from_env(environ: dict[str, str] | None = None) -> int:
     raw = (os.environ if environ is None else environ).get(SAMPLE_EVERY_ENV, "").strip()
     if not raw:
@@ -211,6 +228,7 @@ class CuptiBackend:
         raw_buffers: bool = True,
     ) -> None:
         self.sample_every = sample_every_from_env() if sample_every is None else sample_every
+        self._modes = marker_modes_from_env()
         if self.sample_every < 1:
             raise ValueError(f"sample_every={self.sample_every} must be >= 1")
         tool = injected_tool()
@@ -248,7 +266,8 @@ class CuptiBackend:
         self._failures: dict[str, int] = {}
         self._dropped_count = ctypes.c_size_t(0)
         self._profiler_enabled = _torch_profiler_probe()
-        self._marker_mode = MARKER_MODES[0]
+        self._marker_mode = self._modes[0]
+        self._memset: tuple[Any, int, int, Any] | None = None  # fn, buffer, stream, libcuda
         self._raw: RawBuffers | None = None
         if raw_buffers:
             c.get_timestamp()  # loads libcupti
@@ -275,7 +294,7 @@ class CuptiBackend:
 
     @property
     def marker_mode(self) -> str:
-        """How section markers are traced: ``api`` or ``driver`` (see _pick_marker)."""
+        """How section markers are traced: ``memset``, ``api`` or ``driver``."""
         return self._marker_mode
 
     @property
@@ -303,7 +322,11 @@ class CuptiBackend:
         with contextlib.suppress(Exception):
             libcuda.cuInit(0)  # CUPTI traces nothing before the driver is initialised
         value = ctypes.c_int(0)
-        for mode in MARKER_MODES:
+        for mode in self._modes:
+            if mode == "memset":
+                if self._memset_marker_works(libcuda):
+                    return _no_call, 0
+                continue
             # A context-bound failure of ``api`` is not the candidate's fault: try one.
             for fname in _MARKER_CANDIDATES[:1] if mode == "api" else _MARKER_CANDIDATES:
                 cbid = int(getattr(c.driver_api_trace_cbid, fname))
@@ -342,6 +365,34 @@ class CuptiBackend:
             f"({received} records received, buffer path {self.buffer_path})"
         )
 
+    def _memset_marker_works(self, libcuda: Any) -> bool:
+        """Set up memset markers (private stream and buffer) and self-check them."""
+        self._marker_mode = "memset"
+        try:
+            self._memset = _memset_resources(libcuda)
+            stream_id = int(self._c.get_stream_id_ex(0, self._memset[2], 0))
+            self._builder.memset_markers = MemsetMarkers(stream_id)
+            if self._fence(_no_call, timeout_s=self.self_check_timeout_s, forced=True):
+                logger.info("CUPTI section marker chosen", extra={"mode": "memset"})
+                return True
+            reason = "no marker record arrived"
+        except Exception as e:
+            reason = repr(e)
+        logger.warning("memset section markers unusable here", extra={"reason": reason})
+        self._free_memset()
+        self._builder.memset_markers = None
+        return False
+
+    def _free_memset(self) -> None:
+        memset, self._memset = self._memset, None
+        if memset is None:
+            return
+        _, buffer, stream, libcuda = memset
+        with contextlib.suppress(Exception):
+            libcuda.cuMemFree_v2(ctypes.c_uint64(buffer))
+        with contextlib.suppress(Exception):
+            libcuda.cuStreamDestroy_v2(ctypes.c_void_p(stream))
+
     def _marker_on(self, cbid: int) -> None:
         if self._marker_mode == "api":
             self._c.activity_enable_driver_api(cbid, 1)
@@ -357,6 +408,9 @@ class CuptiBackend:
         on only for this call (another thread's call in that instant makes an API record
         with no external id of ours, which attribution ignores)."""
         c = self._c
+        if self._memset is not None:
+            self._emit_memset(external_id)
+            return
         driver = self._marker_mode == "driver"
         if driver:
             c.activity_enable(c.ActivityKind.DRIVER)
@@ -367,6 +421,25 @@ class CuptiBackend:
             c.activity_pop_external_correlation_id(self._ext_kind)
             if driver:
                 c.activity_disable(c.ActivityKind.DRIVER)
+
+    def _emit_memset(self, external_id: int) -> None:
+        """A 244-byte memset on our private stream; its value indexes the marker ring.
+        Outside a section (fences) the MEMSET kind is switched on for this call alone."""
+        c = self._c
+        fn, buffer, stream, _ = self._memset  # type: ignore[misc]
+        markers = self._builder.memset_markers
+        assert markers is not None
+        value = markers.ring.put(external_id)
+        gate = not self._active
+        if gate:
+            c.activity_enable(c.ActivityKind.MEMSET)
+        try:
+            rc = fn(buffer, value, MARKER_WORDS, stream)
+        finally:
+            if gate:
+                c.activity_disable(c.ActivityKind.MEMSET)
+        if rc != 0:
+            raise RuntimeError(f"cuMemsetD32Async returned {rc}")
 
     def _fence(self, marker: Callable[[], Any], timeout_s: float, forced: bool = False) -> bool:
         """Emit a fence marker, flush, and wait until our callback has processed it.
@@ -414,11 +487,13 @@ class CuptiBackend:
                 lambda: c.activity_disable(c.ActivityKind.EXTERNAL_CORRELATION),
             ),
         ]
+        steps.insert(1, ("disable memsets", lambda: c.activity_disable(c.ActivityKind.MEMSET)))
         for what, step in steps:
             try:
                 step()
             except Exception as e:
                 logger.debug("CUPTI release step failed", extra={"step": what, "error": repr(e)})
+        self._free_memset()
         if self._raw is not None:
             self._raw.trim()
 
@@ -426,7 +501,10 @@ class CuptiBackend:
 
     def _gate(self, on: bool) -> None:
         c = self._c
-        (c.activity_enable if on else c.activity_disable)(self._kernel_kind)
+        switch = c.activity_enable if on else c.activity_disable
+        switch(self._kernel_kind)
+        if self._memset is not None:
+            switch(c.ActivityKind.MEMSET)
 
     def _mark(self, external_id: int) -> None:
         self._emit(external_id, self._marker)
@@ -607,6 +685,36 @@ class CuptiBackend:
         return dict(self._failures)
 
 
+def _no_call() -> None:
+    """The marker call of memset mode: the memset itself is made in ``_emit``."""
+
+
+_CU_STREAM_NON_BLOCKING = 1
+
+
+def _memset_resources(libcuda: Any) -> tuple[Any, int, int, Any]:
+    """(cuMemsetD32Async, device buffer, stream, libcuda) in the current CUDA context.
+
+    The stream is non-blocking and ours alone, so a marker never orders or waits for the
+    program's work; CUPTI's record of it names that stream, which tells it apart."""
+    ctx = ctypes.c_void_p()
+    if libcuda.cuCtxGetCurrent(ctypes.byref(ctx)) != 0 or not ctx.value:
+        raise RuntimeError("no current CUDA context")
+    stream = ctypes.c_void_p()
+    rc = libcuda.cuStreamCreate(ctypes.byref(stream), ctypes.c_uint(_CU_STREAM_NON_BLOCKING))
+    if rc != 0:
+        raise RuntimeError(f"cuStreamCreate returned {rc}")
+    buffer = ctypes.c_uint64()
+    rc = libcuda.cuMemAlloc_v2(ctypes.byref(buffer), ctypes.c_size_t(MARKER_BYTES))
+    if rc != 0:
+        libcuda.cuStreamDestroy_v2(stream)
+        raise RuntimeError(f"cuMemAlloc returned {rc}")
+    fn = libcuda.cuMemsetD32Async
+    fn.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn, int(buffer.value), int(stream.value or 0), libcuda
+
+
 def _torch_profiler_probe() -> Callable[[], bool] | None:
     """A cheap check for an active torch profiler (Kineto holds CUPTI while it runs)."""
     try:
@@ -619,6 +727,7 @@ def _torch_profiler_probe() -> Callable[[], bool] | None:
 
 __all__ = [
     "DEFAULT_SAMPLE_EVERY",
+    "MARKER_ENV",
     "CuptiBackend",
     "CuptiConflict",
     "CuptiUnavailable",

@@ -44,6 +44,8 @@ class RecordLayout:
     kernel_dtype: np.dtype[Any]
     external_dtype: np.dtype[Any]
     api_dtype: np.dtype[Any]
+    memset_kind: int
+    memset_dtype: np.dtype[Any]
 
     @classmethod
     def from_cupti(cls, cupti: Any) -> RecordLayout:
@@ -56,6 +58,8 @@ class RecordLayout:
             kernel_dtype=cupti.activity_kernel10_dtype,
             external_dtype=cupti.activity_external_correlation_dtype,
             api_dtype=cupti.activity_api_dtype,
+            memset_kind=int(kinds.MEMSET),
+            memset_dtype=cupti.activity_memset4_dtype,
         )
 
     def itemsize(self, kind: int) -> int:
@@ -65,6 +69,8 @@ class RecordLayout:
             return int(self.external_dtype.itemsize)
         if kind in (self.driver_kind, self.runtime_kind):
             return int(self.api_dtype.itemsize)
+        if kind == self.memset_kind:
+            return int(self.memset_dtype.itemsize)
         return 8  # only the kind field is read from records we do not decode
 
 
@@ -88,6 +94,11 @@ class DecodedBuffer:
     external_correlation_id: U32
     external_id: U64
     external_kind: npt.NDArray[np.int32]
+    memset_correlation_id: U32
+    """MEMSET records (memset section markers, and the program's own memsets)."""
+    memset_value: U32
+    memset_bytes: U64
+    memset_stream: U32
     incomplete: int
     """Kernel records without a valid end timestamp (never counted as timings)."""
     other: int
@@ -111,6 +122,7 @@ def record_offsets(raw: U8, layout: RecordLayout) -> tuple[I64, bool]:
         layout.external_kind: int(layout.external_dtype.itemsize),
         layout.driver_kind: int(layout.api_dtype.itemsize),
         layout.runtime_kind: int(layout.api_dtype.itemsize),
+        layout.memset_kind: int(layout.memset_dtype.itemsize),
     }
     if ksize % 4:
         return np.empty(0, dtype=np.int64), False  # not CUPTI's layout: trust nothing
@@ -222,8 +234,9 @@ def decode_span(raw: U8, offsets: I64, layout: RecordLayout) -> DecodedBuffer:
         name_ptr=kc["name"].astype(np.uint64)[ok],
         threads=np.maximum(grid * block, 1)[ok],
     )
-    ed, ad = layout.external_dtype, layout.api_dtype
-    known = len(k_off) + len(e_off) + len(a_off)
+    m_off = offsets[kinds == layout.memset_kind]
+    ed, ad, md = layout.external_dtype, layout.api_dtype, layout.memset_dtype
+    known = len(k_off) + len(e_off) + len(a_off) + len(m_off)
     return DecodedBuffer(
         kernels=kernels,
         api_correlation_id=_field(raw, a_off, ad, "correlation_id").astype(np.uint32),
@@ -231,6 +244,10 @@ def decode_span(raw: U8, offsets: I64, layout: RecordLayout) -> DecodedBuffer:
         external_correlation_id=_field(raw, e_off, ed, "correlation_id").astype(np.uint32),
         external_id=_field(raw, e_off, ed, "external_id").astype(np.uint64),
         external_kind=_field(raw, e_off, ed, "external_kind").astype(np.int32),
+        memset_correlation_id=_field(raw, m_off, md, "correlation_id").astype(np.uint32),
+        memset_value=_field(raw, m_off, md, "value").astype(np.uint32),
+        memset_bytes=_field(raw, m_off, md, "bytes").astype(np.uint64),
+        memset_stream=_field(raw, m_off, md, "stream_id").astype(np.uint32),
         incomplete=int(len(k_off) - int(ok.sum())),
         other=int(len(offsets) - known),
     )
@@ -272,6 +289,10 @@ def concat(parts: Sequence[DecodedBuffer], layout: RecordLayout) -> DecodedBuffe
         external_correlation_id=cat([p.external_correlation_id for p in parts], np.uint32),
         external_id=cat([p.external_id for p in parts], np.uint64),
         external_kind=cat([p.external_kind for p in parts], np.int32),
+        memset_correlation_id=cat([p.memset_correlation_id for p in parts], np.uint32),
+        memset_value=cat([p.memset_value for p in parts], np.uint32),
+        memset_bytes=cat([p.memset_bytes for p in parts], np.uint64),
+        memset_stream=cat([p.memset_stream for p in parts], np.uint32),
         incomplete=sum(p.incomplete for p in parts),
         other=sum(p.other for p in parts),
     )

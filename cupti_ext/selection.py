@@ -58,6 +58,16 @@ def select_backend(
         where = f"{ENV_VAR}={choice!r}" if source == "env" else f"kernel_timing={choice!r}"
         raise ValueError(f"{where} is not one of {', '.join(CHOICES)}")
     asked = f"requested by {source}"
+    if choice in ("auto", "cupti"):
+        # Settings are the user's input: a bad one fails initialize, naming the variable,
+        # rather than being taken for a CUPTI failure (or passing unseen without a GPU).
+        from .cupti_backend import marker_modes_from_env, sample_every_from_env
+        from .kernel_keys import comm_pattern_from_env
+
+        if "sample_every" not in cupti_options:
+            sample_every_from_env()
+        marker_modes_from_env()
+        comm_pattern_from_env()
     if choice == "none":
         return NoneBackend(), BackendChoice("none", asked)
     if not cuda_available():

@@ -14,6 +14,7 @@ from .attribution import MarkerBook, decode_external_ids
 from .backend import KernelStat, KernelWindow
 from .kernel_keys import KernelKeyTable
 from .kernel_stats import RingStats
+from .markers import MemsetMarkers
 from .records import DecodedBuffer, KernelBatch
 
 OTHER_SECTION = "<other>"
@@ -38,6 +39,8 @@ class KernelWindowBuilder:
             max_keys, bucket_shapes=bucket_shapes, comm_pattern=comm_pattern
         )
         self.book = MarkerBook()
+        self.memset_markers: MemsetMarkers | None = None
+        """Set by the backend when its section markers are memsets (markers.py)."""
         self._global = RingStats(ring)
         self._per_section = RingStats(ring, max_groups=max_section_groups)
         self._max_pending = max_pending_records
@@ -58,6 +61,12 @@ class KernelWindowBuilder:
         ours = dec.external_kind == self.external_kind
         ext_ids = dec.external_id[ours]
         corr = dec.external_correlation_id[ours]
+        if self.memset_markers is not None and len(dec.memset_correlation_id):
+            m_ids, m_corr = self.memset_markers.select(
+                dec.memset_correlation_id, dec.memset_value, dec.memset_bytes, dec.memset_stream
+            )
+            ext_ids = np.concatenate([ext_ids, m_ids])
+            corr = np.concatenate([corr, m_corr])
         serial, _, _ = decode_external_ids(ext_ids)
         fence = serial == 0
         if fence.any():

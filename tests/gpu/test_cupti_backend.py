@@ -190,3 +190,26 @@ def test_dynamic_shapes_stay_within_the_key_bound():
         assert sum(s.num for s in window.kernels.values()) == window.records
     finally:
         b.shutdown()
+
+
+def test_memset_markers_attribute_interleaved_sections_like_api_markers(monkeypatch, x):
+    monkeypatch.setenv("PACEKEEPER_KERNEL_MARKER", "memset")
+    b = CuptiBackend(sample_every=1)
+    try:
+        assert b.marker_mode == "memset"
+        for _ in range(STEPS):
+            b.start("A")
+            add_kernels(x, 4)
+            b.stop("A")
+            fill_kernels(x, 5)  # outside every section: never counted
+            b.start("B")
+            mul_kernels(x, 6)
+            x.zero_()  # the program's own memset (or fill), never a marker
+            b.stop("B")
+        window = collect(b)
+        kinds = lambda stats: {kind_of(n): c for n, c in counts_by_name(b, stats).items()}  # noqa: E731
+        assert kinds(window.sections["A"]) == {"add": 4 * STEPS}
+        assert kinds(window.sections["B"]).get("mul") == 6 * STEPS
+        assert window.dropped_records == 0
+    finally:
+        b.shutdown()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 from collections import Counter
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from buffers import LAYOUT
@@ -31,6 +31,7 @@ class FakeCupti:
     activity_kernel10_dtype = real.activity_kernel10_dtype
     activity_external_correlation_dtype = real.activity_external_correlation_dtype
     activity_api_dtype = real.activity_api_dtype
+    activity_memset4_dtype = real.activity_memset4_dtype
 
     def __init__(self) -> None:
         self.enabled: set[int] = set()
@@ -51,6 +52,9 @@ class FakeCupti:
         self.finalized = 0
         self.kernels_launched = 0
         self.api_records: Counter[int] = Counter()
+        self.stream_ids: dict[int, int] = {}
+        self.has_context = True
+        """Whether a CUDA context is current (memset markers need one)."""
 
     # --- the API surface the backend calls ------------------------------------------
     def get_timestamp(self) -> int:
@@ -141,6 +145,20 @@ class FakeCupti:
                     e["external_id"], e["correlation_id"] = stack[-1], self.corr
                     self.records.append(e.tobytes())
 
+    def get_stream_id_ex(self, context: int, stream: int, per_thread: int) -> int:
+        return self.stream_ids.setdefault(stream, 100 + len(self.stream_ids))
+
+    def memset(self, stream: int, value: int, nbytes: int) -> None:
+        """An async memset: a MEMSET record while that kind is on."""
+        self.corr += 1
+        if LAYOUT.memset_kind not in self.enabled:
+            return
+        m = np.zeros(1, dtype=LAYOUT.memset_dtype)
+        m["kind"], m["correlation_id"], m["value"] = LAYOUT.memset_kind, self.corr, value
+        m["bytes"], m["stream_id"] = nbytes, self.get_stream_id_ex(0, stream, 0)
+        m["start"], m["end"] = 1000, 1100
+        self.records.append(m.tobytes())
+
     def launch(self, name_ptr: int, dur_ns: int = 1000, threads: int = 512) -> None:
         self.kernels_launched += 1
         # The launch is a driver call too: traced if the DRIVER kind is on unfiltered.
@@ -160,6 +178,7 @@ def _offsets(data: bytes) -> list[int]:
         LAYOUT.kernel_kind: LAYOUT.kernel_dtype.itemsize,
         LAYOUT.external_kind: LAYOUT.external_dtype.itemsize,
         LAYOUT.driver_kind: LAYOUT.api_dtype.itemsize,
+        LAYOUT.memset_kind: LAYOUT.memset_dtype.itemsize,
     }
     out, o = [], 0
     while o < len(data):
@@ -176,10 +195,28 @@ class FakeLibcuda:
         self._traced = traced
         self.called: Counter[str] = Counter()
 
+    _OUT_VALUES: ClassVar[dict[str, int]] = {
+        "cuStreamCreate": 0x5700,
+        "cuMemAlloc_v2": 0x7F0000001000,
+    }
+
     def __getattr__(self, name: str) -> Any:
         cupti, cbid = self._cupti, int(getattr(real.driver_api_trace_cbid, name))
         traced = name in self._traced
         called = self.called
+        out_values = dict(self._OUT_VALUES, cuCtxGetCurrent=0xC7 if cupti.has_context else 0)
+        if name == "cuMemsetD32Async":
+
+            class Memset:
+                argtypes: Any = None
+                restype: Any = None
+
+                def __call__(self, buffer: int, value: int, words: int, stream: int) -> int:
+                    called[name] += 1
+                    cupti.memset(stream, value, words * 4)
+                    return 0
+
+            return Memset()
 
         class Entry:
             argtypes: Any = None
@@ -187,6 +224,8 @@ class FakeLibcuda:
 
             def __call__(self, *args: Any) -> int:
                 called[name] += 1
+                if name in out_values:  # the call's output parameter, passed by reference
+                    args[0]._obj.value = out_values[name]
                 if traced:
                     cupti.driver_call(cbid)
                 else:

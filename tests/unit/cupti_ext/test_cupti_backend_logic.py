@@ -12,7 +12,13 @@ import pytest
 from fake_cupti import FakeCupti, FakeLibcuda
 
 from pacekeeper.cupti_ext import cupti_backend
-from pacekeeper.cupti_ext.cupti_backend import CuptiBackend, CuptiUnavailable
+from pacekeeper.cupti_ext.cupti_backend import (
+    MARKER_ENV,
+    CuptiBackend,
+    CuptiUnavailable,
+    marker_modes_from_env,
+)
+from pacekeeper.cupti_ext.markers import MARKER_BYTES
 
 NAMES = {
     "gemm": b"_Z4gemmv",
@@ -228,3 +234,65 @@ def test_api_marker_mode_is_kept_where_per_api_tracing_works(backend, fake, name
     step(backend, fake, "step", names["gemm"], 2)
     assert short(backend.collect().kernels) == {"gemm": 2}
     assert int(fake.ActivityKind.DRIVER) not in fake.enabled
+
+
+def test_memset_markers_attribute_sections_with_no_api_record_at_all(monkeypatch, fake, names):
+    monkeypatch.setenv(MARKER_ENV, "memset")
+    fake.per_api_alone = False  # a context exists: per-API tracing gives nothing
+    libcuda = FakeLibcuda(fake)
+    b = CuptiBackend(cupti_module=fake, libcuda=libcuda, sample_every=1)
+    try:
+        assert b.marker_mode == "memset"
+        step(b, fake, "step", names["gemm"], 3)
+        b.start("other")
+        fake.launch(names["relu"])
+        # The program's own memset of the same size, on its stream: not a marker.
+        fake.memset(stream=0x1234, value=0, nbytes=MARKER_BYTES)
+        fake.launch(names["relu"])
+        b.stop("other")
+        memset_kind = int(fake.ActivityKind.MEMSET)
+        assert memset_kind not in fake.enabled  # on only inside traced sections
+        window = b.collect()
+        assert {s: short(k) for s, k in window.sections.items()} == {
+            "step": {"gemm": 3},
+            "other": {"relu": 2},
+        }
+        assert window.unattributed_records == 0
+        assert not fake.api_records  # no DRIVER kind, no per-API tracing: no API record
+    finally:
+        b.shutdown()
+    assert libcuda.called["cuMemFree_v2"] == 1 and libcuda.called["cuStreamDestroy_v2"] == 1
+    assert not fake.enabled
+
+
+def test_memset_markers_without_a_cuda_context_fall_back_to_api_markers(
+    monkeypatch, fake, names, caplog
+):
+    monkeypatch.setenv(MARKER_ENV, "memset")
+    fake.has_context = False
+    b = CuptiBackend(cupti_module=fake, libcuda=FakeLibcuda(fake), sample_every=1)
+    try:
+        assert b.marker_mode == "api"
+        assert "memset section markers unusable here" in caplog.text
+        step(b, fake, "step", names["gemm"], 2)
+        assert short(b.collect().kernels) == {"gemm": 2}
+    finally:
+        b.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("raw", "modes"),
+    [
+        ("", ("api", "driver")),
+        ("auto", ("api", "driver")),
+        ("memset", ("memset", "api", "driver")),
+        ("DRIVER", ("driver", "api")),
+    ],
+)
+def test_marker_modes_come_from_the_environment(raw, modes):
+    assert marker_modes_from_env({MARKER_ENV: raw}) == modes
+
+
+def test_an_unknown_marker_mode_is_refused_naming_the_variable():
+    with pytest.raises(ValueError, match=f"{MARKER_ENV}='nvtx' is not one of auto, memset"):
+        marker_modes_from_env({MARKER_ENV: "nvtx"})

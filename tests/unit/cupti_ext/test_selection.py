@@ -85,3 +85,20 @@ def test_injected_profiler_is_a_conflict_that_falls_back_to_events(monkeypatch, 
 def test_none_is_honoured_even_with_a_gpu(gpu):
     backend, choice = selection.select_backend("none")
     assert isinstance(backend, NoneBackend) and choice.reason == "requested by argument"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("PACEKEEPER_KERNEL_MARKER", "nvtx", "PACEKEEPER_KERNEL_MARKER='nvtx' is not one of"),
+        ("PACEKEEPER_KERNEL_SAMPLE_EVERY", "0", "PACEKEEPER_KERNEL_SAMPLE_EVERY=0 must be >= 1"),
+        ("PACEKEEPER_COMM_KERNEL_PATTERN", "nccl(", "PACEKEEPER_COMM_KERNEL_PATTERN='nccl\\('"),
+    ],
+)
+def test_bad_kernel_timing_settings_fail_at_selection_naming_the_variable(
+    monkeypatch, name, value, message
+):
+    # Even on a machine without a GPU: the job would fail the same way on its GPU nodes.
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=message):
+        selection.select_backend()

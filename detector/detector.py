@@ -114,6 +114,9 @@ def _default_job(ray_job_id: str | None) -> JobIdentity:
     return JobIdentity(platform=Platform.LOCAL, name=name or "local")
 
 
+_COMM_CACHE_MAX = 1 << 16
+
+
 def _stats(s: Any, scale: float) -> dict[Statistic, float]:
     """NVRx's per-key statistics from anything with min/max/median/mean/std_ns and num."""
     return {
@@ -140,6 +143,7 @@ class Detector:
 
     _locations: ClassVar[dict[tuple[str, int], str]] = {}
     _comm_extra: ClassVar[Any] = None
+    _comm_verdicts: ClassVar[dict[str, bool]] = {}
     _cuda_handles: ClassVar[dict[str, SectionHandle]] = _EMPTY
     _cpu_handles: ClassVar[dict[str, SectionHandle]] = _EMPTY
     _table: ClassVar[SectionTable | None] = None
@@ -247,6 +251,7 @@ class Detector:
             cls._backend = backend
             cls._backend_choice = choice
             cls._comm_extra = comm_extra
+            cls._comm_verdicts = {}  # the pattern may have changed
             cls._group = process_group
             cls._info = info
             cls._table = table
@@ -544,9 +549,17 @@ class Detector:
 
     @classmethod
     def _is_comm(cls, key: str) -> bool:
-        from pacekeeper.cupti_ext.kernel_keys import is_comm_kernel
+        # Kernel keys repeat every report: remember the verdict (a regex search each,
+        # ~0.5 ms of a 200-kernel report). Keys are bounded upstream; the cache too.
+        cache = cls._comm_verdicts
+        verdict = cache.get(key)
+        if verdict is None:
+            from pacekeeper.cupti_ext.kernel_keys import is_comm_kernel
 
-        return bool(is_comm_kernel(key, cls._comm_extra))
+            if len(cache) >= _COMM_CACHE_MAX:
+                cache.clear()
+            verdict = cache[key] = bool(is_comm_kernel(key, cls._comm_extra))
+        return verdict
 
     @classmethod
     def _publish(

@@ -29,6 +29,11 @@ class Statistic(enum.Enum):
     STD = enum.auto()
     NUM = enum.auto()
 
+    # Members are singletons compared by identity, so the C identity hash is consistent
+    # with equality; Enum's own __hash__ is Python code, and a report builds six-entry
+    # dicts keyed by these for every kernel and section (~0.2 ms of a 200-kernel report).
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True)
 class StragglerId:

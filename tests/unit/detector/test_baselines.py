@@ -1,6 +1,11 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pacekeeper.detector.baselines import RecentBest
 
@@ -54,3 +59,87 @@ def test_two_lucky_windows_among_twenty_do_not_set_the_baseline() -> None:
     for i in range(40):
         base = b.update("k", 30.0 if i in (5, 6) else 50.0)
     assert base == 50.0
+
+
+class _OneKeyAtATime:
+    """The plain per-key definition of RecentBest (its first version), as a reference."""
+
+    def __init__(self, windows: int, max_keys: int, adapt_after: int) -> None:
+        self.windows, self.max_keys, self.adapt_after = windows, max_keys, adapt_after
+        self.hist: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.next: dict[str, int] = {}
+        self.slow: dict[str, int] = {}
+
+    def update(self, key: str, typical: float) -> float:
+        hist = self.hist.get(key)
+        if hist is None:
+            hist = self.hist[key] = np.full(self.windows, np.nan)
+            self.next[key] = 0
+            while len(self.hist) > self.max_keys:
+                old, _ = self.hist.popitem(last=False)
+                self.next.pop(old, None)
+                self.slow.pop(old, None)
+        else:
+            self.hist.move_to_end(key)
+        if not (np.isfinite(typical) and typical > 0):
+            return self.baseline(key)
+        known = hist[np.isfinite(hist)]
+        if known.size >= 3 and typical > float(np.median(known)) * 1.02:
+            slow = self.slow.get(key, 0) + 1
+            if slow < self.adapt_after:
+                self.slow[key] = slow
+                return self.baseline(key)
+            hist[:] = np.nan
+        self.slow[key] = 0
+        hist[self.next[key] % self.windows] = typical
+        self.next[key] += 1
+        return self.baseline(key)
+
+    def baseline(self, key: str) -> float:
+        hist = self.hist.get(key)
+        known = np.empty(0) if hist is None else hist[np.isfinite(hist)]
+        if known.size == 0:
+            return float("nan")
+        if known.size < 3:
+            return float(known.min())
+        k = max(1, known.size // 4)
+        return float(np.partition(known, k)[k])
+
+
+_times = st.one_of(
+    st.floats(1.0, 200.0),
+    st.sampled_from([float("nan"), 0.0, -1.0, 100.0, 101.0, 150.0]),
+)
+_batches = st.lists(
+    st.lists(st.tuples(st.sampled_from("abcdefgh"), _times), max_size=10), max_size=40
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    batches=_batches,
+    windows=st.integers(1, 6),
+    max_keys=st.integers(1, 5),
+    adapt_after=st.integers(1, 6),
+)
+def test_vectorized_updates_match_updating_one_key_at_a_time(
+    batches, windows, max_keys, adapt_after
+) -> None:
+    fast = RecentBest(windows=windows, max_keys=max_keys, adapt_after=adapt_after)
+    ref = _OneKeyAtATime(windows, max_keys, adapt_after)
+    for batch in batches:
+        keys = [k for k, _ in batch]
+        got = fast.update_many(keys, np.array([t for _, t in batch]))
+        want = [ref.update(k, t) for k, t in batch]
+        np.testing.assert_array_equal(got, np.array(want))
+    assert len(fast) == len(ref.hist)
+    for key in "abcdefgh":
+        np.testing.assert_array_equal(fast.baseline(key), ref.baseline(key))
+
+
+def test_memory_grows_with_keys_held_not_keys_ever_seen() -> None:
+    b = RecentBest(windows=5, max_keys=300)
+    for i in range(2000):
+        b.update_many([f"k{i}-{j}" for j in range(3)], np.array([1.0, 2.0, 3.0]))
+    assert len(b) == 300
+    assert b._hist.shape == (300, 5)  # grown by doubling up to max_keys rows, no further

@@ -159,3 +159,21 @@ def test_one_lucky_window_does_not_lock_the_individual_baseline(
         scores.append(report.gpu_individual_perf_scores[0])
     # NVRx's all-time minimum would score every window after the lucky one 0.5.
     assert scores == [1.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_a_new_comm_pattern_at_initialize_is_applied_to_keys_seen_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Verdicts per key are remembered between reports; a re-initialize must forget them.
+    window = {"gemm": _stat(100.0), "my_collective_kernel": _stat(7.0)}
+    for pattern, kept in (("", {"gemm", "my_collective_kernel"}), ("^my_coll", {"gemm"})):
+        monkeypatch.setenv("PACEKEEPER_COMM_KERNEL_PATTERN", pattern)
+        _use(monkeypatch, ScriptedBackend([KernelWindow(kernels=window, records=2)]))
+        Detector.initialize()
+        try:
+            with Detector.detection_section("fwd"):
+                pass
+            report = Detector.generate_report()
+            assert report is not None and set(report.local_kernel_summaries) == kept
+        finally:
+            Detector.shutdown()

@@ -1,11 +1,13 @@
 """Kernel timing with CUPTI's activity API through cupti-python (imported lazily).
 
 Hot path (training thread), per sampled outermost section entry:
-  start: enable CONCURRENT_KERNEL records, then a marker (push external id, one traced
-         driver call, pop); nested entries add only a marker.
+  start: enable CONCURRENT_KERNEL records, then a marker; nested entries add a marker.
   stop:  a marker, then (outermost) disable CONCURRENT_KERNEL records.
-So kernels launched outside sampled sections are never traced (CUPTI's tracing is the
-expensive part, ~1.5-2 us per kernel), and attribution is exact (see attribution.py).
+A marker ties an external id naming the entry to a correlation id: a traced driver call
+under a pushed external id (modes ``api``/``driver``) or a memset on a private stream
+whose value names it (``memset``); see _pick_marker and markers.py. So kernels launched
+outside sampled sections are never traced (CUPTI's tracing is the expensive part, ~1 us
+per kernel on the H200), and attribution is exact (see attribution.py).
 
 Buffers arrive on CUPTI's own thread (or inside ``collect``'s flush); each is decoded in
 bulk (records.py) and folded into bounded per-key statistics right away, so a report
@@ -303,9 +305,10 @@ class CuptiBackend:
         return "raw" if self._raw is not None else "objects"
 
     def _pick_marker(self) -> tuple[Callable[[], Any], int]:
-        """Attach, and find a driver call CUPTI traces that we can use as the marker.
+        """Attach, and find a marker whose records arrive (a self-check per mode tried).
 
-        Two ways to get the marker's API record, cheapest first:
+        ``memset`` (opt-in, PACEKEEPER_KERNEL_MARKER): see markers.py. Two ways to get a
+        driver call's API record, cheapest first:
           ``api``     trace only the marker's callback id. On the H200 (CUDA 13.0) this
                       gave records only when set before the process's CUDA context
                       existed, which a detector started after the model cannot rely on.

@@ -548,8 +548,9 @@ def main(argv: list[str] | None = None) -> int:
                     r = measure(mode, step, pairs, args.block)
                     r["pairs"] = pairs
                     backend = getattr(getattr(mode, "det", None), "_backend", None)
-                    if hasattr(backend, "marker_mode"):
-                        r["marker_mode"] = backend.marker_mode
+                    marker_mode = getattr(backend, "marker_mode", None)
+                    if marker_mode is not None:
+                        r["marker_mode"] = marker_mode
                     seen = getattr(mode, "count", getattr(mode, "records_seen", None))
                     if seen is not None:
                         r["records_seen"] = seen

@@ -150,7 +150,7 @@ def _sorted_median(sorted_hist: np.ndarray, known: np.ndarray) -> np.ndarray:
     hi = np.minimum(known // 2, sorted_hist.shape[1] - 1)
     lo = np.maximum(hi - 1, 0)
     even = (known % 2 == 0) & (known > 0)
-    out = sorted_hist[idx, hi].copy()
+    out: np.ndarray = sorted_hist[idx, hi].copy()
     out[even] = (sorted_hist[idx[even], lo[even]] + sorted_hist[idx[even], hi[even]]) / 2
     out[known == 0] = np.nan
     return out
@@ -162,6 +162,6 @@ def _baselines(known: np.ndarray, sorted_hist: np.ndarray) -> np.ndarray:
     cannot set it, and since slow windows are kept out, lucky ones must not linger."""
     idx = np.arange(len(known))
     k = np.where(known < 3, 0, np.maximum(1, known // 4))
-    out = sorted_hist[idx, np.minimum(k, sorted_hist.shape[1] - 1)].copy()
+    out: np.ndarray = sorted_hist[idx, np.minimum(k, sorted_hist.shape[1] - 1)].copy()
     out[known == 0] = np.nan
     return out

@@ -19,6 +19,7 @@ from .backend import KernelStat
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 _U16_MAX = (1 << 16) - 1
+_ZERO = np.zeros(1, np.int64)
 
 
 class RingStats:
@@ -77,42 +78,45 @@ class RingStats:
         The group of element ``i`` is ``base + groups[i]``: callers with a common high
         part pass it as ``base`` so the sort below sees small integers.
         """
-        if len(groups) == 0:
+        n_all = len(groups)
+        if n_all == 0:
             return
         # One stable sort groups the samples and keeps each group's arrival order; on
         # 16-bit keys numpy's stable sort is a radix sort, linear in the batch.
         small = int(groups.min()) >= 0 and int(groups.max()) <= _U16_MAX
         order = np.argsort(groups.astype(np.uint16) if small else groups, kind="stable")
         sorted_groups = groups[order]
-        starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
-        n = np.diff(np.r_[starts, len(sorted_groups)])
-        row_of = np.fromiter(
-            (self._row(base + int(g)) for g in sorted_groups[starts]), np.int64, len(starts)
-        )
-        rows = np.repeat(row_of, n)
-        dur = durations_ns[order].astype(np.float64)
-        keep = rows >= 0
-        if not keep.all():
-            self.refused += int(np.count_nonzero(~keep))
-            rows, dur = rows[keep], dur[keep]
-            if len(rows) == 0:
+        change = np.flatnonzero(sorted_groups[1:] != sorted_groups[:-1]) + 1
+        starts = np.concatenate((_ZERO, change))
+        n = np.diff(np.concatenate((starts, (n_all,))))
+        row_of = self._rows_of(sorted_groups[starts], base)
+        dur = durations_ns[order].astype(np.float64, copy=False)
+        if (row_of < 0).any():  # groups beyond max_groups: their samples are refused
+            keep_group = row_of >= 0
+            keep = np.repeat(keep_group, n)
+            self.refused += int(n_all - np.count_nonzero(keep))
+            dur = dur[keep]
+            if len(dur) == 0:
                 return
-            starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-            n = np.diff(np.r_[starts, len(rows)])
-        bounds = starts
-        urows = rows[bounds]
-        self._sum[urows] += np.add.reduceat(dur, bounds)
-        self._sumsq[urows] += np.add.reduceat(dur * dur, bounds)
-        self._min[urows] = np.minimum(self._min[urows], np.minimum.reduceat(dur, bounds))
-        self._max[urows] = np.maximum(self._max[urows], np.maximum.reduceat(dur, bounds))
+            row_of, n = row_of[keep_group], n[keep_group]
+            starts = np.concatenate((_ZERO, np.cumsum(n)[:-1]))
+        rows = np.repeat(row_of, n)
+        self._sum[row_of] += np.add.reduceat(dur, starts)
+        self._sumsq[row_of] += np.add.reduceat(dur * dur, starts)
+        # Rows are distinct within a call, so plain fancy updates are exact.
+        self._min[row_of] = np.minimum(self._min[row_of], np.minimum.reduceat(dur, starts))
+        self._max[row_of] = np.maximum(self._max[row_of], np.maximum.reduceat(dur, starts))
         # Position of each sample within its group; only the last `ring` ones are written,
         # so no ring slot is assigned twice in one call.
-        rank = np.arange(len(rows)) - np.repeat(bounds, n)
-        n_each = np.repeat(n, n)
-        last = rank >= n_each - self.ring
+        rank = np.arange(len(rows)) - np.repeat(starts, n)
+        last = rank >= np.repeat(n - self.ring, n)
         slot = (self._count[rows] + rank) % self.ring
         self._samples[rows[last], slot[last]] = dur[last]
-        self._count[urows] += n
+        self._count[row_of] += n
+
+    def _rows_of(self, distinct: I64, base: int) -> I64:
+        """Row of each distinct group (``base + g``); -1 where the table is full."""
+        return np.fromiter((self._row(base + int(g)) for g in distinct.tolist()), np.int64)
 
     def snapshot(self) -> dict[int, KernelStat]:
         """Statistics of every group seen since the last reset."""

@@ -455,6 +455,11 @@ class CuptiBackend:
         c = self._c
         target = self._builder.fences_seen + 1
         self._emit(encode_external_id(0, 0, False), marker)
+        if self._memset is not None:
+            # A memset's record exists once it ran; it runs on our own stream, which
+            # holds nothing but tiny memsets, so waiting for it is short.
+            _, _, stream, libcuda = self._memset
+            libcuda.cuStreamSynchronize(ctypes.c_void_p(stream))
         deadline = time.monotonic() + timeout_s
         c.activity_flush_all(1 if forced else 0)
         while self._builder.fences_seen < target:

@@ -259,6 +259,9 @@ def test_memset_markers_attribute_sections_with_no_api_record_at_all(monkeypatch
         }
         assert window.unattributed_records == 0
         assert not fake.api_records  # no DRIVER kind, no per-API tracing: no API record
+        # Fences (self-check, collect) wait for our stream: a memset's record exists
+        # only once it ran.
+        assert libcuda.called["cuStreamSynchronize"] == 2
     finally:
         b.shutdown()
     assert libcuda.called["cuMemFree_v2"] == 1 and libcuda.called["cuStreamDestroy_v2"] == 1

@@ -15,6 +15,7 @@ Nothing here touches CUPTI: the book is fed decoded arrays, so it is tested on t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,6 +111,7 @@ class MarkerBook:
         self._retiring: dict[int, _Intervals] = {}
         self._closed_count = 0
         self._stale: set[int] = set()
+        self._abandoned: set[int] = set()  # entries whose exit marker was never sent
         self.lost_markers = 0
         """Markers dropped because a bound was hit (their kernels count as unattributed)."""
 
@@ -127,6 +129,10 @@ class MarkerBook:
             corr[order].tolist(),
             strict=True,
         ):
+            if s in self._abandoned:
+                if not stop:  # its entry marker: the last of it we will see
+                    self._abandoned.discard(s)
+                continue
             if not stop:
                 early = self._early_stops.pop(s, None)
                 if early is not None:
@@ -143,6 +149,17 @@ class MarkerBook:
                 self._early_stops[s] = c
             else:
                 self.lost_markers += 1
+
+    def abandon(self, serials: Iterable[int]) -> None:
+        """Entries that will never get their exit marker (sending it failed): forget
+        them, so they do not hold every later kernel pending. Their markers may still
+        be on the way; they are skipped when they come."""
+        for s in serials:
+            if self._open.pop(s, None) is None:
+                if len(self._abandoned) >= self.max_open:
+                    self._abandoned.clear()  # bounded; at worst a late marker opens it
+                self._abandoned.add(s)
+            self._early_stops.pop(s, None)
 
     def _close(self, section: int, start: int, stop: int) -> None:
         if self._closed_count >= self.max_closed:

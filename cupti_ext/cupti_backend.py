@@ -260,6 +260,7 @@ class CuptiBackend:
         self._entries = 0
         self._serial = 0
         self._active = False
+        self._gated = False  # kernel (and memset) records switched on by a section
         self._stack: list[tuple[int, int]] = []
         self._paused = False
         self._closed = False
@@ -510,6 +511,8 @@ class CuptiBackend:
     def _gate(self, on: bool) -> None:
         c = self._c
         switch = c.activity_enable if on else c.activity_disable
+        # Off counts as done even if switching fails: one attempt per entry, counted.
+        self._gated = on
         switch(self._kernel_kind)
         if self._memset is not None:
             switch(c.ActivityKind.MEMSET)
@@ -553,6 +556,7 @@ class CuptiBackend:
             if depth == 0:
                 self._entries += 1
                 self._active = False
+                self._stack.clear()  # what a failed entry may have left behind
                 if self._closed or (self._entries - 1) % self.sample_every:
                     return
                 if self._profiler_busy():
@@ -566,25 +570,47 @@ class CuptiBackend:
             self._stack.append((self._serial, sid))
             self._mark(encode_external_id(self._serial, sid, False))
         except Exception as e:
-            self._active = False
+            self._abandon_entry()
             self._fail("start", e)
 
     def stop(self, section: str) -> None:
+        popped: list[int] = []
         try:
             if self._depth == 0:
                 return
             self._depth -= 1
-            if not self._active:
-                return
-            if self._stack:
+            if self._active and self._stack:
                 serial, sid = self._stack.pop()
+                popped.append(serial)
                 self._mark(encode_external_id(serial, sid, True))
+        except Exception as e:
+            self._abandon_entry(popped)
+            self._fail("stop", e)
+        finally:
             if self._depth == 0:
                 self._active = False
-                self._gate(False)
+                self._ungate()
+
+    def _abandon_entry(self, popped: Sequence[int] = ()) -> None:
+        """A marker failed: trace nothing more until the next sampled entry. Records
+        must not stay on, or every later kernel would be traced (and never attributed),
+        and the open entries must be forgotten, or their kernels and every later one
+        would wait for exit markers that never come."""
+        self._active = False
+        self._ungate()
+        serials = [*popped, *(serial for serial, _ in self._stack)]
+        self._stack.clear()
+        if serials:
+            with self._lock:
+                self._builder.book.abandon(serials)
+
+    def _ungate(self) -> None:
+        if not self._gated:
+            return
+        try:
+            self._gate(False)
         except Exception as e:
-            self._active = False
-            self._fail("stop", e)
+            self._fail("gate", e)
 
     # --- buffer processing (CUPTI's thread, or collect's flush) --------------------------
 

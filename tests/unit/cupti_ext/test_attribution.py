@@ -120,3 +120,16 @@ def test_interval_store_matches_sorting_everything_each_time(pairs):
             assert starts.tolist() == [p[0] for p in ref]
             assert cummax.tolist() == np.maximum.accumulate([p[1] for p in ref]).tolist()
     assert len(iv) == len(pairs)
+
+
+def test_an_abandoned_entry_holds_no_kernel_back_whether_its_marker_came_or_not():
+    book = MarkerBook()
+    start = encode_external_id(1, 0, False)
+    book.add(np.array([start], np.uint64), np.array([10], np.uint32))
+    assert book.assign(np.array([11, 12], np.uint32)).pending.all()  # waits for the exit
+    book.abandon([1, 2])  # 1 is open; 2's entry marker is still on the way
+    asg = book.assign(np.array([11, 12], np.uint32))
+    assert not asg.pending.any() and not asg.any_section.any()
+    book.add(np.array([encode_external_id(2, 0, False)], np.uint64), np.array([20], np.uint32))
+    assert book.open_entries == 0
+    assert not book.assign(np.array([21], np.uint32)).pending.any()

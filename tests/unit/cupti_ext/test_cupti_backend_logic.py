@@ -299,3 +299,35 @@ def test_marker_modes_come_from_the_environment(raw, modes):
 def test_an_unknown_marker_mode_is_refused_naming_the_variable():
     with pytest.raises(ValueError, match=f"{MARKER_ENV}='nvtx' is not one of auto, memset"):
         marker_modes_from_env({MARKER_ENV: "nvtx"})
+
+
+@pytest.mark.parametrize("failing", ["start", "stop", "nested start"])
+def test_a_failing_marker_never_leaves_kernel_records_switched_on(
+    monkeypatch, backend, fake, names, failing
+):
+    kernel_kind = int(fake.ActivityKind.CONCURRENT_KERNEL)
+    push = fake.activity_push_external_correlation_id
+    calls = {"n": 0}
+    fail_at = {"start": 1, "stop": 2, "nested start": 2}[failing]
+
+    def flaky_push(kind, ext_id):
+        calls["n"] += 1
+        if calls["n"] == fail_at:
+            raise RuntimeError("CUPTI_ERROR_UNKNOWN")
+        push(kind, ext_id)
+
+    monkeypatch.setattr(fake, "activity_push_external_correlation_id", flaky_push)
+    backend.start("step")
+    if failing == "nested start":
+        backend.start("inner")
+        backend.stop("inner")
+    fake.launch(names["gemm"])
+    backend.stop("step")
+    assert kernel_kind not in fake.enabled  # else every later kernel would be traced
+    assert backend.failures == {failing.split()[-1]: 1}
+    # The next entry is traced and attributed as usual.
+    monkeypatch.setattr(fake, "activity_push_external_correlation_id", push)
+    backend.collect()
+    step(backend, fake, "step", names["relu"], 2)
+    assert short(backend.collect().kernels) == {"relu": 2}
+    assert kernel_kind not in fake.enabled

@@ -44,6 +44,7 @@ def make_sink(options: ReporterOptions, kind: ReporterKind, *, api_client: Any =
             timeout_s=options.timeout_s,
         )
     if kind is ReporterKind.KUBERNETES:
+        from ..env import pod_name
         from .kubernetes import KubernetesStatusSink
 
         namespace, name = options.stragglerreport()
@@ -54,6 +55,7 @@ def make_sink(options: ReporterOptions, kind: ReporterKind, *, api_client: Any =
             api_client=api_client,
             threshold=options.straggler_threshold,
             read_timeout_s=options.timeout_s,
+            pod_name=pod_name(),
         )
     raise ValueError(f"reporter kind {kind.value!r} has no sink")
 

@@ -10,6 +10,7 @@ patch of ours never touches.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ..score_report import K8S_STATUS_MAX_BYTES, ScoreReport
@@ -100,20 +101,28 @@ def status_patch(previous: dict[str, Any] | None, status: dict[str, Any]) -> dic
     return {"status": merge_patch(mine, {k: v for k, v in status.items() if v is not None})}
 
 
-def new_object(namespace: str, name: str, report: ScoreReport) -> dict[str, Any]:
-    """The StragglerReport a reporter creates when its job has none yet."""
+def new_object(
+    namespace: str, name: str, report: ScoreReport, owner: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The StragglerReport a reporter creates when its job has none yet; ``owner`` (the
+    reporting pod's controller: its Job, PyTorchJob, RayCluster, ...) makes Kubernetes
+    delete it with the job."""
     job: dict[str, Any] = {"platform": report.job.platform.value, "name": report.job.name}
     if report.job.namespace:
         job["namespace"] = report.job.namespace
     if report.job.ray_job_id:
         job["rayJobId"] = report.job.ray_job_id
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": {"app.kubernetes.io/managed-by": "pacekeeper-reporter"},
+    }
+    if owner is not None:
+        # Not the controller of the report, and never blocking the job's deletion.
+        metadata["ownerReferences"] = [{**owner, "blockOwnerDeletion": False}]
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": KIND,
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {"app.kubernetes.io/managed-by": "pacekeeper-reporter"},
-        },
+        "metadata": metadata,
         "spec": {"job": job},
     }

@@ -2,9 +2,11 @@
 
 Uses the official ``kubernetes`` client (imported on first send). The first send reads
 the object, creating it when missing (409 from a racing creator is fine); every send
-then merge-patches ``status`` with the reporter's keys only (see ``k8s_status``). The
-pod needs a namespaced Role with get/create on ``stragglerreports`` and patch on
-``stragglerreports/status`` (docs/manifests/reporter-role.yaml).
+then merge-patches ``status`` with the reporter's keys only (see ``k8s_status``). A
+created object is owned by the reporting pod's controller (read from the pod), so it
+goes when the job goes. The pod needs a namespaced Role with get/create on
+``stragglerreports``, patch on ``stragglerreports/status`` and get on ``pods``
+(docs/manifests/reporter-role.yaml); without the last, the object has no owner.
 
 All I/O runs on the publisher's thread with short timeouts and no client-level retries
 (the publisher owns retrying), so an API server that errors or never answers costs the
@@ -43,6 +45,7 @@ class KubernetesStatusSink:
         threshold: float = DEFAULT_STRAGGLER_THRESHOLD,
         connect_timeout_s: float = 3.0,
         read_timeout_s: float = 10.0,
+        pod_name: str | None = None,
     ) -> None:
         if not namespace or not name:
             raise ValueError(
@@ -55,6 +58,7 @@ class KubernetesStatusSink:
         self.object_name = name
         self.incarnation = incarnation
         self.threshold = threshold
+        self.pod_name = pod_name
         self._timeout = (connect_timeout_s, read_timeout_s)
         self._api_client = api_client
         self._api: Any = None
@@ -112,15 +116,20 @@ class KubernetesStatusSink:
         except ApiException as e:
             if e.status != 404:
                 raise
+            owner = self._owner()
             try:
                 obj = api.create_namespaced_custom_object(
                     GROUP, VERSION, self.namespace, PLURAL,
-                    new_object(self.namespace, self.object_name, report),
+                    new_object(self.namespace, self.object_name, report, owner),
                     _request_timeout=self._timeout,
                 )  # fmt: skip
                 logger.info(
                     "stragglerreport created",
-                    extra={"namespace": self.namespace, "object": self.object_name},
+                    extra={
+                        "namespace": self.namespace,
+                        "object": self.object_name,
+                        "owner": None if owner is None else f"{owner['kind']}/{owner['name']}",
+                    },
                 )
             except ApiException as e2:
                 if e2.status != 409:
@@ -128,6 +137,35 @@ class KubernetesStatusSink:
                 obj = None  # someone else made it first; its status is unknown but ours soon
         self._previous = _status_of(obj)
         self._known = True
+
+    def _owner(self) -> dict[str, str] | None:
+        """This pod's controller (its Job, PyTorchJob, JobSet's Job, RayCluster...), or
+        None when there is no pod name, no controller, or the pod cannot be read (the
+        Role lacks get on pods): the report is then created without an owner."""
+        if not self.pod_name:
+            return None
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            pod = client.CoreV1Api(self._api_client or _default_api_client()).read_namespaced_pod(
+                self.pod_name, self.namespace, _request_timeout=self._timeout
+            )
+        except ApiException as e:
+            logger.warning(
+                "stragglerreport owner unknown: the pod could not be read",
+                extra={"pod": self.pod_name, "status": e.status, "reason": e.reason},
+            )
+            return None
+        for ref in pod.metadata.owner_references or ():
+            if ref.controller:
+                return {
+                    "apiVersion": ref.api_version,
+                    "kind": ref.kind,
+                    "name": ref.name,
+                    "uid": ref.uid,
+                }
+        return None
 
     def _custom_objects(self) -> Any:
         if self._api is None:

@@ -24,6 +24,7 @@ def test_reporter_role_is_created_in_each_listed_namespace_only() -> None:
                 "resources": ["stragglerreports/status"],
                 "verbs": ["patch"],
             },
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
         ]
     bindings = [o for o in objects if o["kind"] == "RoleBinding" and "reporter" in str(o)]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]

@@ -252,3 +252,71 @@ def test_report_with_a_non_kubernetes_identity_is_refused_naming_both(
     pub.close()
     assert stats.rejected == 1
     assert "StragglerReport default/llm, report.job is 'local:llm'" in (stats.last_error or "")
+
+
+def _owned_pod(server: RunningServer, name: str) -> None:
+    server.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u-0"},
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": "llm",
+                        "uid": "u-job",
+                        "controller": True,
+                    },
+                ],
+            },
+            "spec": {"containers": [{"name": "trainer", "image": "trainer"}]},
+        }
+    )
+
+
+def _metadata(server: RunningServer, name: str = "llm") -> dict[str, Any]:
+    obj = server.read(API_VERSION, "StragglerReport", name, "default")
+    assert obj is not None
+    return dict(dict(obj)["metadata"])
+
+
+def test_the_created_report_is_owned_by_the_reporting_pods_controller(
+    server: RunningServer,
+) -> None:
+    # So Kubernetes deletes the report with its job (the job's controller, not the pod).
+    _owned_pod(server, "llm-worker-0")
+    pub = _publisher(server, pod_name="llm-worker-0")
+    pub.submit(synthetic_report(job=_job(), world_size=4))
+    assert pub.flush(timeout_s=30)
+    pub.close()
+    assert _metadata(server)["ownerReferences"] == [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "llm",
+            "uid": "u-job",
+            "blockOwnerDeletion": False,
+        }
+    ]
+    assert _status(server) is not None
+
+
+@pytest.mark.parametrize("refusal", [403, 404])
+def test_a_pod_that_cannot_be_read_leaves_the_report_unowned_but_written(
+    server: RunningServer, refusal: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 403: the Role lacks get on pods; 404: HOSTNAME is not the pod's name.
+    _owned_pod(server, "llm-worker-0")
+    server.inject(Fault(status=refusal, times=1, verb="get", plural="pods"))
+    pub = _publisher(server, pod_name="llm-worker-0")
+    with caplog.at_level(logging.WARNING):
+        pub.submit(synthetic_report(job=_job(), world_size=4))
+        assert pub.flush(timeout_s=30)
+    pub.close()
+    assert "ownerReferences" not in _metadata(server)
+    assert _status(server) is not None
+    assert "stragglerreport owner unknown" in caplog.text

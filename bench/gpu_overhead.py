@@ -102,7 +102,24 @@ def cupti_flush() -> None:
     cupti.activity_flush_all(0)
 
 
-class BareRaw(Mode):
+class BareTracing(Mode):
+    """CUPTI kernel tracing on for whole B blocks, records only counted: the floor."""
+
+    c: Any
+
+    def block_start(self) -> None:
+        self.c.activity_enable(self.c.ActivityKind.CONCURRENT_KERNEL)
+
+    def block_end(self) -> None:
+        self.c.activity_disable(self.c.ActivityKind.CONCURRENT_KERNEL)
+
+    flush = staticmethod(cupti_flush)
+
+    def teardown(self) -> None:
+        release_cupti(self.c)
+
+
+class BareRaw(BareTracing):
     name = "bare_raw"
 
     def setup(self) -> None:
@@ -123,19 +140,8 @@ class BareRaw(Mode):
         self.raw = RawBuffers(register_fn, 1 << 20, on_bytes)
         self.raw.register()
 
-    def block_start(self) -> None:
-        self.c.activity_enable(self.c.ActivityKind.CONCURRENT_KERNEL)
 
-    def block_end(self) -> None:
-        self.c.activity_disable(self.c.ActivityKind.CONCURRENT_KERNEL)
-
-    flush = staticmethod(cupti_flush)
-
-    def teardown(self) -> None:
-        release_cupti(self.c)
-
-
-class BareCupti(Mode):
+class BareCupti(BareTracing):
     name = "bare_cupti"
 
     def setup(self) -> None:
@@ -151,17 +157,6 @@ class BareCupti(Mode):
             self.count += len(acts)
 
         cupti.activity_register_callbacks(requested, completed)
-
-    def block_start(self) -> None:
-        self.c.activity_enable(self.c.ActivityKind.CONCURRENT_KERNEL)
-
-    def block_end(self) -> None:
-        self.c.activity_disable(self.c.ActivityKind.CONCURRENT_KERNEL)
-
-    flush = staticmethod(cupti_flush)
-
-    def teardown(self) -> None:
-        release_cupti(self.c)
 
 
 class SectionMode(Mode):
@@ -316,8 +311,8 @@ def report_times(det: Any, step: Step, section_kw: dict[str, Any], repeats: int)
     runs = [timed(det.generate_report) for _ in range(repeats)]
     times = [t for t, _ in runs]
     report = runs[-1][1]
-    backend = getattr(det, "_backend", None)
-    collect_ms = [timed(backend.collect)[0] for _ in range(repeats)] if backend else []
+    collect = getattr(getattr(det, "_backend", None), "collect", None)
+    collect_ms = [timed(collect)[0] for _ in range(repeats)] if collect else []
     return {
         "first_ms": times[0],
         "warm_ms_median": statistics.median(times[1:]),

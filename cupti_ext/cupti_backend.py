@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .attribution import MAX_SECTION_ID, encode_external_id
 from .backend import KernelWindow
@@ -270,7 +270,7 @@ class CuptiBackend:
         self._dropped_count = ctypes.c_size_t(0)
         self._profiler_enabled = _torch_profiler_probe()
         self._marker_mode = self._modes[0]
-        self._memset: tuple[Any, int, int, Any] | None = None  # fn, buffer, stream, libcuda
+        self._memset: _MemsetResources | None = None
         self._raw: RawBuffers | None = None
         if raw_buffers:
             c.get_timestamp()  # loads libcupti
@@ -374,7 +374,7 @@ class CuptiBackend:
         self._marker_mode = "memset"
         try:
             self._memset = _memset_resources(libcuda)
-            stream_id = int(self._c.get_stream_id_ex(0, self._memset[2], 0))
+            stream_id = int(self._c.get_stream_id_ex(0, self._memset.stream, 0))
             self._builder.memset_markers = MemsetMarkers(stream_id)
             if self._fence(_no_call, timeout_s=self.self_check_timeout_s, forced=True):
                 logger.info("CUPTI section marker chosen", extra={"mode": "memset"})
@@ -391,11 +391,10 @@ class CuptiBackend:
         memset, self._memset = self._memset, None
         if memset is None:
             return
-        _, buffer, stream, libcuda = memset
         with contextlib.suppress(Exception):
-            libcuda.cuMemFree_v2(ctypes.c_uint64(buffer))
+            memset.libcuda.cuMemFree_v2(ctypes.c_uint64(memset.buffer))
         with contextlib.suppress(Exception):
-            libcuda.cuStreamDestroy_v2(ctypes.c_void_p(stream))
+            memset.libcuda.cuStreamDestroy_v2(ctypes.c_void_p(memset.stream))
 
     def _marker_on(self, cbid: int) -> None:
         if self._marker_mode == "api":
@@ -413,7 +412,7 @@ class CuptiBackend:
         with no external id of ours, which attribution ignores)."""
         c = self._c
         if self._memset is not None:
-            self._emit_memset(external_id)
+            self._emit_memset(self._memset, external_id)
             return
         driver = self._marker_mode == "driver"
         if driver:
@@ -426,11 +425,10 @@ class CuptiBackend:
             if driver:
                 c.activity_disable(c.ActivityKind.DRIVER)
 
-    def _emit_memset(self, external_id: int) -> None:
+    def _emit_memset(self, memset: _MemsetResources, external_id: int) -> None:
         """A 244-byte memset on our private stream; its value indexes the marker ring.
         Outside a section (fences) the MEMSET kind is switched on for this call alone."""
         c = self._c
-        fn, buffer, stream, _ = self._memset  # type: ignore[misc]
         markers = self._builder.memset_markers
         assert markers is not None
         value = markers.ring.put(external_id)
@@ -438,7 +436,7 @@ class CuptiBackend:
         if gate:
             c.activity_enable(c.ActivityKind.MEMSET)
         try:
-            rc = fn(buffer, value, MARKER_WORDS, stream)
+            rc = memset.fn(memset.buffer, value, MARKER_WORDS, memset.stream)
         finally:
             if gate:
                 c.activity_disable(c.ActivityKind.MEMSET)
@@ -459,8 +457,7 @@ class CuptiBackend:
         if self._memset is not None:
             # A memset's record exists once it ran; it runs on our own stream, which
             # holds nothing but tiny memsets, so waiting for it is short.
-            _, _, stream, libcuda = self._memset
-            libcuda.cuStreamSynchronize(ctypes.c_void_p(stream))
+            self._memset.libcuda.cuStreamSynchronize(ctypes.c_void_p(self._memset.stream))
         deadline = time.monotonic() + timeout_s
         c.activity_flush_all(1 if forced else 0)
         while self._builder.fences_seen < target:
@@ -483,20 +480,17 @@ class CuptiBackend:
         own kinds (tests/gpu checks that torch.profiler sees every kernel after this).
         """
         c = self._c
+        cbid = getattr(self, "_marker_cbid", None)
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("disable kernels", lambda: c.activity_disable(self._kernel_kind)),
-        ]
-        cbid = getattr(self, "_marker_cbid", None)
-        if cbid is not None:
-            steps.append(("disable marker", lambda: self._marker_off(cbid)))
-        steps += [
+            ("disable memsets", lambda: c.activity_disable(c.ActivityKind.MEMSET)),
+            ("disable marker", lambda: None if cbid is None else self._marker_off(cbid)),
             ("flush", lambda: c.activity_flush_all(1)),
             (
                 "disable external correlation",
                 lambda: c.activity_disable(c.ActivityKind.EXTERNAL_CORRELATION),
             ),
         ]
-        steps.insert(1, ("disable memsets", lambda: c.activity_disable(c.ActivityKind.MEMSET)))
         for what, step in steps:
             try:
                 step()
@@ -726,8 +720,16 @@ def _no_call() -> None:
 _CU_STREAM_NON_BLOCKING = 1
 
 
-def _memset_resources(libcuda: Any) -> tuple[Any, int, int, Any]:
-    """(cuMemsetD32Async, device buffer, stream, libcuda) in the current CUDA context.
+class _MemsetResources(NamedTuple):
+    fn: Any
+    """cuMemsetD32Async, typed."""
+    buffer: int
+    stream: int
+    libcuda: Any
+
+
+def _memset_resources(libcuda: Any) -> _MemsetResources:
+    """The private stream and buffer of memset markers, in the current CUDA context.
 
     The stream is non-blocking and ours alone, so a marker never orders or waits for the
     program's work; CUPTI's record of it names that stream, which tells it apart."""
@@ -746,7 +748,7 @@ def _memset_resources(libcuda: Any) -> tuple[Any, int, int, Any]:
     fn = libcuda.cuMemsetD32Async
     fn.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p]
     fn.restype = ctypes.c_int
-    return fn, int(buffer.value), int(stream.value or 0), libcuda
+    return _MemsetResources(fn, int(buffer.value), int(stream.value or 0), libcuda)
 
 
 def _torch_profiler_probe() -> Callable[[], bool] | None:

@@ -148,7 +148,8 @@ class KubernetesStatusSink:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            pod = client.CoreV1Api(self._api_client or _default_api_client()).read_namespaced_pod(
+            core = client.CoreV1Api(self._custom_objects().api_client)  # one connection pool
+            pod = core.read_namespaced_pod(
                 self.pod_name, self.namespace, _request_timeout=self._timeout
             )
         except ApiException as e:

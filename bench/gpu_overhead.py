@@ -9,21 +9,29 @@ of B/A. Modes, all in the same run and on the same steps:
   bare_cupti    CUPTI CONCURRENT_KERNEL tracing, cupti-python callback only counting records
   ours_i1       pacekeeper Detector, profiling_interval=1, every entry traced
   ours_default  pacekeeper Detector with its defaults
-  ours_*_memset the same two with memset section markers (PACEKEEPER_KERNEL_MARKER=memset)
+  ours_*_driver the same two with driver-call section markers (PACEKEEPER_KERNEL_MARKER=
+                driver: the fallback where memset markers cannot be used)
+  ours_i1_markers  ours_i1 with its buffers only counted, not decoded: the cost of
+                markers and switching records on and off, without record handling
+  ours_i1_vs_bare  A blocks bare_raw, B blocks ours_i1, in one process: our cost above
+                the floor measured directly (the other modes' A blocks are untraced)
+  bare_toggle   bare_raw with kernel records switched on and off around every step
+  bare_toggle_memset_kind  bare_toggle, the MEMSET kind switched along
+  bare_markers  bare_toggle_memset_kind plus a marker memset at each step's start and end
   nvrx          NVRx 0.7.0 Detector.detection_section(profile_cuda=True), interval 1
 Steps: launch-bound (100 x Linear(256), forward and backward) and GEMM-bound
 (4 x bf16 8192^3). Also generate_report time on one rank, ours vs NVRx.
 
-Every block of a tracing mode (A and B alike) ends with a CUPTI flush inside the timed
-region, so the cost of handling a block's records lands in that block and not in the
-next one. Prints a table and writes JSON to --out (default $OUT, else bench/results).
+Every block of a tracing mode (A and B alike) ends with a forced CUPTI flush inside the
+timed region (NVRx's: a plain one), so the cost of handling a block's records lands in
+that block and not in the next one. Prints a table and writes JSON to --out (default
+$OUT, else bench/results).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
 import platform
@@ -79,6 +87,12 @@ class Mode:
     def block_end(self) -> None:
         pass
 
+    def a_block_start(self) -> None:
+        """Before an A block: most modes run A blocks plain."""
+
+    def a_block_end(self) -> None:
+        pass
+
     def flush(self) -> None:
         pass
 
@@ -102,6 +116,14 @@ def cupti_flush() -> None:
     cupti.activity_flush_all(0)
 
 
+def cupti_flush_forced() -> None:
+    """Hand over every buffer, the partial one too, so a block's records are all
+    handled inside that block."""
+    from cupti import cupti
+
+    cupti.activity_flush_all(1)
+
+
 class BareTracing(Mode):
     """CUPTI kernel tracing on for whole B blocks, records only counted: the floor."""
 
@@ -113,7 +135,7 @@ class BareTracing(Mode):
     def block_end(self) -> None:
         self.c.activity_disable(self.c.ActivityKind.CONCURRENT_KERNEL)
 
-    flush = staticmethod(cupti_flush)
+    flush = staticmethod(cupti_flush_forced)
 
     def teardown(self) -> None:
         release_cupti(self.c)
@@ -139,6 +161,70 @@ class BareRaw(BareTracing):
         assert register_fn is not None, "cupti-python exposes no cuptiActivityRegisterCallbacks"
         self.raw = RawBuffers(register_fn, 1 << 20, on_bytes)
         self.raw.register()
+
+
+class BareToggle(BareRaw):
+    """The floor, but kernel records switched on and off around every step, as a
+    section does: what the switching itself costs."""
+
+    name = "bare_toggle"
+
+    def block_start(self) -> None:
+        pass
+
+    def block_end(self) -> None:
+        pass
+
+    def wrap(self, step: Step) -> Step:
+        c, kind = self.c, self.c.ActivityKind.CONCURRENT_KERNEL
+
+        def toggled() -> None:
+            c.activity_enable(kind)
+            step()
+            c.activity_disable(kind)
+
+        return toggled
+
+
+class BareMarkers(BareToggle):
+    """bare_toggle plus what our memset markers add at the CUPTI and driver level,
+    without the detector: the MEMSET kind switched with the kernel kind, and (with
+    ``memsets``) a marker memset on a private stream at each step's start and end."""
+
+    def __init__(self, name: str, memsets: bool) -> None:
+        self.name = name
+        self.memsets = memsets
+
+    def setup(self) -> None:
+        super().setup()
+        import ctypes
+
+        from pacekeeper.cupti_ext.cupti_backend import _memset_resources
+        from pacekeeper.cupti_ext.markers import MARKER_WORDS
+
+        self.res = _memset_resources(ctypes.CDLL("libcuda.so.1"))
+        self.words = MARKER_WORDS
+
+    def wrap(self, step: Step) -> Step:
+        c, res, words, memsets = self.c, self.res, self.words, self.memsets
+        kinds = (c.ActivityKind.CONCURRENT_KERNEL, c.ActivityKind.MEMSET)
+
+        def marked() -> None:
+            for k in kinds:
+                c.activity_enable(k)
+            if memsets:
+                res.fn(res.buffer, 1, words, res.stream)
+            step()
+            if memsets:
+                res.fn(res.buffer, 2, words, res.stream)
+            for k in kinds:
+                c.activity_disable(k)
+
+        return marked
+
+    def teardown(self) -> None:
+        super().teardown()
+        self.c.activity_disable(self.c.ActivityKind.MEMSET)
 
 
 class BareCupti(BareTracing):
@@ -178,10 +264,13 @@ class SectionMode(Mode):
 
 
 class Ours(SectionMode):
-    def __init__(self, name: str, sample_every: int | None, marker: str = "auto") -> None:
+    def __init__(
+        self, name: str, sample_every: int | None, marker: str = "auto", decode: bool = True
+    ) -> None:
         self.name = name
         self.sample_every = sample_every
         self.marker = marker
+        self.decode = decode
 
     def setup(self) -> None:
         from pacekeeper.detector import Detector
@@ -200,19 +289,62 @@ class Ours(SectionMode):
             )
         assert Detector.kernel_timing_backend() == "cupti", Detector.kernel_timing_backend()
         self.records_seen = 0
+        if not self.decode:
+            raw = Detector._backend._raw  # type: ignore[union-attr]
+            assert raw is not None, "raw buffers unavailable"
+            size = 16  # the smallest record: a rough count is all this mode needs
 
-    def block_end(self) -> None:
-        # Counted per block (a report would clear it), to show the kernels were traced.
-        from pacekeeper.detector import Detector
+            def count(view: Any) -> None:
+                self.records_seen += len(view) // size
 
-        backend = Detector._backend
-        if backend is not None:
-            self.records_seen += backend.collect().records
+            raw._on_bytes = count
+
+    flush = staticmethod(cupti_flush_forced)
 
     def teardown(self) -> None:
+        # One window for the whole run: a report per block would add a fence and a
+        # forced flush NVRx's blocks do not pay (the report's cost is timed apart).
+        if self.decode:
+            self.records_seen += self.det._backend.collect().records
         self.det.shutdown()
         os.environ.pop("PACEKEEPER_KERNEL_SAMPLE_EVERY", None)
         os.environ.pop("PACEKEEPER_KERNEL_MARKER", None)
+
+
+class OursVsBare(Ours):
+    """ours_i1 against the floor in the same process: A blocks trace every kernel
+    through the backend's own buffer callbacks with records only counted (bare_raw),
+    B blocks run the detector. The difference is what we add above bare tracing."""
+
+    def __init__(self) -> None:
+        super().__init__("ours_i1_vs_bare", 1)
+
+    def setup(self) -> None:
+        super().setup()
+        from pacekeeper.detector import Detector
+
+        self.raw = Detector._backend._raw  # type: ignore[union-attr]
+        assert self.raw is not None, "raw buffers unavailable"
+        self.ours = self.raw._on_bytes
+        from cupti import cupti
+
+        self.c = cupti
+        self.count = 0
+        size = int(cupti.activity_kernel10_dtype.itemsize)
+
+        def count(view: Any) -> None:
+            self.count += len(view) // size
+
+        self.counter = count
+
+    def a_block_start(self) -> None:
+        self.raw._on_bytes = self.counter
+        self.c.activity_enable(self.c.ActivityKind.CONCURRENT_KERNEL)
+
+    def a_block_end(self) -> None:
+        # The block's forced flush (timed) has handed its records to the counter.
+        self.c.activity_disable(self.c.ActivityKind.CONCURRENT_KERNEL)
+        self.raw._on_bytes = self.ours
 
 
 class Nvrx(SectionMode):
@@ -253,16 +385,23 @@ def measure(mode: Mode, step: Step, pairs: int, block: int) -> dict[str, Any]:
         finally:
             mode.block_end()
 
-    run_block(step, block // 2, mode.flush)  # warm both paths
+    def run_a() -> float:
+        mode.a_block_start()
+        try:
+            return run_block(step, block, mode.flush)
+        finally:
+            mode.a_block_end()
+
+    run_a()  # warm both paths
     run_b()
     for i in range(pairs):
         # ABBA ordering cancels a slow drift within a pair.
         if i % 2 == 0:
-            a_times.append(run_block(step, block, mode.flush))
+            a_times.append(run_a())
             b_times.append(run_b())
         else:
             b_times.append(run_b())
-            a_times.append(run_block(step, block, mode.flush))
+            a_times.append(run_a())
     ratios = np.array(b_times) / np.array(a_times)
     return {
         "a_step_ms_median": statistics.median(a_times) * 1e3,
@@ -311,134 +450,211 @@ def report_times(det: Any, step: Step, section_kw: dict[str, Any], repeats: int)
     runs = [timed(det.generate_report) for _ in range(repeats)]
     times = [t for t, _ in runs]
     report = runs[-1][1]
-    collect = getattr(getattr(det, "_backend", None), "collect", None)
+    backend = getattr(det, "_backend", None)
+    collect = getattr(backend, "collect", None)
     collect_ms = [timed(collect)[0] for _ in range(repeats)] if collect else []
+    collect_parts = dict(getattr(backend, "last_collect", {}))
+    idle_ms: list[float] = []
+    if collect:
+        # A second collect right after one has nothing to hand over: the fence alone.
+        for _ in range(repeats):
+            collect()
+            t0 = time.perf_counter()
+            collect()
+            idle_ms.append((time.perf_counter() - t0) * 1e3)
     return {
         "first_ms": times[0],
         "warm_ms_median": statistics.median(times[1:]),
         "warm_ms_min": min(times[1:]),
         "kernel_keys_in_report": len(getattr(report, "local_kernel_summaries", {}) or {}),
         "collect_ms_median": statistics.median(collect_ms) if collect_ms else None,
+        "collect_idle_ms_median": statistics.median(idle_ms) if idle_ms else None,
+        "last_collect_after_steps": collect_parts,
         "gpu_scores": dict(getattr(report, "gpu_relative_perf_scores", {}) or {}),
     }
 
 
-def bench_reports(step: Step, repeats: int) -> dict[str, Any]:
+def hook_costs(step: Step, steps: int = 200) -> dict[str, Any]:
+    """Time the training thread spends inside the backend's start and stop (ours_i1,
+    the default markers) around launch-bound steps: the direct part of our cost."""
+    import torch
+
+    from pacekeeper.detector import Detector
+
+    mode = Ours("hooks", 1)
+    mode.setup()
+    try:
+        backend = Detector._backend
+        assert backend is not None
+        starts, stops = [], []
+        for _ in range(steps):
+            t0 = time.perf_counter_ns()
+            backend.start("step")
+            t1 = time.perf_counter_ns()
+            step()
+            t2 = time.perf_counter_ns()
+            backend.stop("step")
+            t3 = time.perf_counter_ns()
+            starts.append(t1 - t0)
+            stops.append(t3 - t2)
+        torch.cuda.synchronize()
+        return {
+            "marker_mode": backend.marker_mode,
+            "start_us_median": statistics.median(starts) / 1e3,
+            "stop_us_median": statistics.median(stops) / 1e3,
+            "start_us_p90": float(np.percentile(starts, 90)) / 1e3,
+            "stop_us_p90": float(np.percentile(stops, 90)) / 1e3,
+        }
+    finally:
+        mode.teardown()
+
+
+def bench_reports(
+    step: Step, repeats: int, names: list[str], modes: dict[str, Callable[[], Mode]]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, mode in (("ours_i1", Ours("ours_i1", 1)), ("ours_default", Ours("od", None))):
+    for name in names:
+        mode = modes[name]()
         try:
             mode.setup()
-            out[name] = report_times(mode.det, step, {"profile_cuda": True}, repeats)
+            out[name] = report_times(mode.det, step, {"profile_cuda": True}, repeats)  # type: ignore[attr-defined]
         except Exception:
             out[name] = {"error": traceback.format_exc(limit=3)}
         finally:
             with contextlib.suppress(Exception):
                 mode.teardown()
-    nvrx = Nvrx()
-    try:
-        nvrx.setup()
-        out["nvrx"] = report_times(nvrx.det, step, {"profile_cuda": True}, repeats)
-    except Exception:
-        out["nvrx"] = {"error": traceback.format_exc(limit=3)}
-    finally:
-        with contextlib.suppress(Exception):
-            nvrx.teardown()
     return out
 
 
 def record_processing_cost(repeats: int = 30) -> dict[str, Any]:
-    """CPU cost per record of our buffer path (walk, decode, fold into statistics), on a
-    1 MiB buffer synthesized with cupti-python's real record dtypes: 602-kernel steps
-    between section markers, 30 kernel names. Runs without a GPU."""
+    """CPU cost per record of our buffer path (walk and decode, fold into statistics),
+    compiled and numpy, on 1 MiB buffers synthesized with cupti-python's real record
+    dtypes: 602-kernel steps between memset section markers (the default), 30 kernel
+    names, launch sizes spread over 9 buckets. Runs without a GPU."""
     from cupti import cupti
 
-    from pacekeeper.cupti_ext.attribution import decode_external_ids, encode_external_id
+    from pacekeeper.cupti_ext import native
+    from pacekeeper.cupti_ext.attribution import encode_external_id
     from pacekeeper.cupti_ext.kernel_keys import KernelKeyTable
-    from pacekeeper.cupti_ext.records import RecordLayout, decode_span, record_offsets
+    from pacekeeper.cupti_ext.markers import MARKER_BYTES, MemsetMarkers
+    from pacekeeper.cupti_ext.records import (
+        RecordLayout,
+        decode_buffer,
+        decode_span,
+        record_offsets,
+    )
     from pacekeeper.cupti_ext.window_builder import KernelWindowBuilder
 
     layout = RecordLayout.from_cupti(cupti)
-    ours = int(cupti.ExternalCorrelationKind.CUSTOM2)
     rng = np.random.default_rng(0)
-
-    def mark(serial: int, stop: bool, corr: int) -> bytes:
-        e = np.zeros(1, dtype=layout.external_dtype)
-        e["kind"], e["external_kind"], e["correlation_id"] = layout.external_kind, ours, corr
-        e["external_id"] = encode_external_id(serial, 0, stop)
-        a = np.zeros(1, dtype=layout.api_dtype)
-        a["kind"], a["correlation_id"] = layout.driver_kind, corr
-        return e.tobytes() + a.tobytes()
-
-    parts: list[bytes] = []
-    corr, serial, size = 1, 1, 0
-    while size < (1 << 20) - 700 * layout.kernel_dtype.itemsize:
-        k = np.zeros(602, dtype=layout.kernel_dtype)
-        k["kind"] = layout.kernel_kind
-        k["start"] = 1000
-        k["end"] = 1000 + rng.integers(1000, 5000, 602)
-        k["correlation_id"] = np.arange(corr + 1, corr + 603)
-        k["name"] = rng.integers(1, 31, 602)
-        for f in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
-            k[f] = 1
-        parts += [mark(serial, False, corr), k.tobytes(), mark(serial, True, corr + 603)]
-        size += len(parts[-3]) + len(parts[-2]) + len(parts[-1])
-        corr, serial = corr + 604, serial + 1
-    raw = np.frombuffer(b"".join(parts), dtype=np.uint8)
     names = {i: f"_Z6kernelILi{i}EEvv" for i in range(1, 31)}
-    builder = KernelWindowBuilder(ours, keys=KernelKeyTable(resolve_name=names.__getitem__))
-    offsets, _ = record_offsets(raw, layout)
-    decoded = decode_span(raw, offsets, layout)
-    builder.add(decoded, len(offsets))
+    stream = 7
 
-    def best(fn: Callable[[], Any]) -> float:
+    def builder() -> KernelWindowBuilder:
+        b = KernelWindowBuilder(
+            int(cupti.ExternalCorrelationKind.CUSTOM2),
+            keys=KernelKeyTable(resolve_name=names.__getitem__),
+        )
+        b.memset_markers = MemsetMarkers(stream)
+        return b
+
+    def buffer(b: KernelWindowBuilder, first_serial: int, first_corr: int) -> Any:
+        """One buffer of steps; its markers' values are put in ``b``'s marker ring."""
+        assert b.memset_markers is not None
+        ring = b.memset_markers.ring
+
+        def mark(serial: int, stop: bool, corr: int) -> bytes:
+            m = np.zeros(1, dtype=layout.memset_dtype)
+            m["kind"], m["correlation_id"] = layout.memset_kind, corr
+            m["value"] = ring.put(encode_external_id(serial, 0, stop))
+            m["bytes"], m["stream_id"] = MARKER_BYTES, stream
+            return m.tobytes()
+
+        parts: list[bytes] = []
+        corr, serial, size = first_corr, first_serial, 0
+        while size < (1 << 20) - 700 * layout.kernel_dtype.itemsize:
+            k = np.zeros(602, dtype=layout.kernel_dtype)
+            k["kind"] = layout.kernel_kind
+            k["start"] = 1000
+            k["end"] = 1000 + rng.integers(1000, 5000, 602)
+            k["correlation_id"] = np.arange(corr + 1, corr + 603)
+            k["name"] = rng.integers(1, 31, 602)
+            k["block_x"] = 1 << rng.integers(0, 9, 602)
+            for f in ("grid_x", "grid_y", "grid_z", "block_y", "block_z"):
+                k[f] = 1
+            parts += [mark(serial, False, corr), k.tobytes(), mark(serial, True, corr + 603)]
+            size += len(parts[-3]) + len(parts[-2]) + len(parts[-1])
+            corr, serial = corr + 604, serial + 1
+        return np.frombuffer(b"".join(parts), dtype=np.uint8), serial, corr
+
+    def best(fn: Callable[[], Any], per: int) -> float:
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
-        return min(times) / len(offsets) * 1e6
+        return min(times) / per * 1e6
 
-    # A window's later buffers: 600 distinct buffers (shifted correlation ids and
-    # serials, as a 60 s window at interval 1 holds) folded first, then the next timed.
-    late = KernelWindowBuilder(ours, keys=KernelKeyTable(resolve_name=names.__getitem__))
-    span = int(decoded.kernels.correlation_id.max()) + 1
-    entries = int(decode_external_ids(decoded.external_id)[0].max()) + 1
+    def path(compiled: bool) -> dict[str, Any]:
+        os.environ[native.NATIVE_ENV] = "1" if compiled else "0"
+        native.reset()
+        if compiled and native.library() is None:
+            return {"error": "native record path not built"}
+        b = builder()
+        raw, _, _ = buffer(b, 1, 1)
+        decoded, n, _ = decode_buffer(raw, layout)
+        b.add(decoded, n)
+        if compiled:
+            walk_decode = best(lambda: decode_buffer(raw, layout), n)
+        else:
+            offsets, _ = record_offsets(raw, layout)
+            walk_decode = best(lambda: record_offsets(raw, layout), n) + best(
+                lambda: decode_span(raw, offsets, layout), n
+            )
+        # A window's later buffers: 200 distinct buffers folded first (a 60 s window
+        # at interval 1 holds hundreds), then fresh ones timed one by one.
+        late = builder()
+        s, c = 1, 1
+        fresh = []
+        for _ in range(200 + repeats):
+            raw_i, s, c = buffer(late, s, c)
+            fresh.append(decode_buffer(raw_i, layout)[:2])
+        for dec, k in fresh[:200]:
+            late.add(dec, k)
+        times = []
+        for dec, k in fresh[200:]:
+            t0 = time.perf_counter()
+            late.add(dec, k)
+            times.append((time.perf_counter() - t0) / k * 1e6)
+        fold = min(times)
+        late.take(["step"])  # first call pays numpy's one-time set-up
+        for dec, k in fresh[:repeats]:
+            late.add(dec, k)
+        t0 = time.perf_counter()
+        window = late.take(["step"])
+        assert window.records > 0 and window.unattributed_records == 0
+        return {
+            "walk_decode_us_per_record": walk_decode,
+            "fold_us_per_record": fold,
+            "total_us_per_record": walk_decode + fold,
+            "take_window_ms_warm": (time.perf_counter() - t0) * 1e3,
+        }
 
-    def shifted(i: int) -> Any:
-        sid = decoded.external_id + np.uint64(entries * i << 17)
-        k = dataclasses.replace(
-            decoded.kernels, correlation_id=decoded.kernels.correlation_id + np.uint32(span * i)
-        )
-        ext_corr = decoded.external_correlation_id + np.uint32(span * i)
-        return dataclasses.replace(
-            decoded, kernels=k, external_id=sid, external_correlation_id=ext_corr
-        )
-
-    for i in range(600):
-        late.add(shifted(i), len(offsets))
-    t0 = time.perf_counter()
-    for i in range(600, 600 + repeats):
-        late.add(shifted(i), len(offsets))
-    fold_late = (time.perf_counter() - t0) / repeats / len(offsets) * 1e6
-
-    walk = best(lambda: record_offsets(raw, layout))
-    decode = best(lambda: decode_span(raw, offsets, layout))
-    fold = best(lambda: builder.add(decoded, len(offsets)))
-    builder.take(["step"])  # first call pays numpy's one-time set-up
-    for _ in range(repeats):
-        builder.add(decoded, len(offsets))
-    t0 = time.perf_counter()
-    builder.take(["step"])
-    return {
-        "records_per_buffer": len(offsets),
-        "walk_us_per_record": walk,
-        "decode_us_per_record": decode,
-        "fold_us_per_record": fold,
-        "fold_us_per_record_after_600_buffers": fold_late,
-        "total_us_per_record": walk + decode + fold,
-        "take_window_ms_warm": (time.perf_counter() - t0) * 1e3,
-        "cpu": platform.processor() or platform.machine(),
-    }
+    saved = os.environ.get(native.NATIVE_ENV)
+    try:
+        out = {
+            "records_per_buffer": int(decode_buffer(buffer(builder(), 1, 1)[0], layout)[1]),
+            "compiled": path(True),
+            "numpy": path(False),
+            "cpu": platform.processor() or platform.machine(),
+        }
+    finally:
+        if saved is None:
+            os.environ.pop(native.NATIVE_ENV, None)
+        else:
+            os.environ[native.NATIVE_ENV] = saved
+        native.reset()
+    return out
 
 
 @contextlib.contextmanager
@@ -471,6 +687,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", default="launch_bound,gemm_bound")
     ap.add_argument("--modes", default="aa,bare_raw,bare_cupti,ours_i1,ours_default,nvrx")
     ap.add_argument(
+        "--report-modes",
+        default="ours_i1,ours_default,nvrx",
+        help="modes whose generate_report is timed ('' for none)",
+    )
+    ap.add_argument(
         "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
     )
     ap.add_argument(
@@ -496,10 +717,15 @@ def main(argv: list[str] | None = None) -> int:
         "aa": Mode,
         "bare_raw": BareRaw,
         "bare_cupti": BareCupti,
+        "bare_toggle": BareToggle,
+        "bare_toggle_memset_kind": lambda: BareMarkers("bare_toggle_memset_kind", False),
+        "bare_markers": lambda: BareMarkers("bare_markers", True),
+        "ours_i1_vs_bare": OursVsBare,
         "ours_i1": lambda: Ours("ours_i1", 1),
         "ours_default": lambda: Ours("ours_default", None),
-        "ours_i1_memset": lambda: Ours("ours_i1_memset", 1, marker="memset"),
-        "ours_default_memset": lambda: Ours("ours_default_memset", None, marker="memset"),
+        "ours_i1_driver": lambda: Ours("ours_i1_driver", 1, marker="driver"),
+        "ours_default_driver": lambda: Ours("ours_default_driver", None, marker="driver"),
+        "ours_i1_markers": lambda: Ours("ours_i1_markers", 1, decode=False),
         "nvrx": Nvrx,
     }
     from pacekeeper.cupti_ext.cupti_backend import DEFAULT_SAMPLE_EVERY
@@ -524,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
         "workloads": {},
     }
     with single_rank_group():
-        for wname in args.workloads.split(","):
+        for wname in [w for w in args.workloads.split(",") if w]:
             step = steps[wname]
             for _ in range(10):
                 step()
@@ -546,9 +772,6 @@ def main(argv: list[str] | None = None) -> int:
                     marker_mode = getattr(backend, "marker_mode", None)
                     if marker_mode is not None:
                         r["marker_mode"] = marker_mode
-                    seen = getattr(mode, "count", getattr(mode, "records_seen", None))
-                    if seen is not None:
-                        r["records_seen"] = seen
                     r["added_per_kernel_us"] = r["added_step_us_median"] / kps if kps else None
                     wres["modes"][mname] = r
                 except Exception:
@@ -558,6 +781,10 @@ def main(argv: list[str] | None = None) -> int:
                         mode.teardown()
                 after = [run_block(step, args.block, cupti_flush) for _ in range(6)]
                 r = wres["modes"][mname]
+                # Read after teardown: ours count its window's records there.
+                seen = getattr(mode, "count", getattr(mode, "records_seen", None))
+                if seen is not None and "error" not in r:
+                    r["records_seen"] = seen
                 if "a_step_ms_median" in r:
                     pre = statistics.median(before) * 1e3
                     r["plain_before_ms"] = pre
@@ -568,7 +795,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(wname, mname, json.dumps(brief), flush=True)
                 result["workloads"][wname] = wres
                 save(result, args.out)
-        result["generate_report"] = bench_reports(steps["launch_bound"], args.report_repeats)
+        result["hooks"] = hook_costs(steps["launch_bound"])
+        print("hooks", json.dumps(result["hooks"]), flush=True)
+        report_modes = [m for m in args.report_modes.split(",") if m]
+        result["generate_report"] = bench_reports(
+            steps["launch_bound"], args.report_repeats, report_modes, modes
+        )
     result["record_processing_cpu"] = record_processing_cost()
 
     save(result, args.out)
@@ -610,6 +842,8 @@ def print_table(result: dict[str, Any]) -> None:
                 f"  {name:13} first {r['first_ms']:7.3f}  warm median {r['warm_ms_median']:7.3f}"
                 f"  min {r['warm_ms_min']:7.3f}  kernel keys {r['kernel_keys_in_report']}"
                 f"  collect alone {r.get('collect_ms_median')}"
+                f"  idle collect {r.get('collect_idle_ms_median')}"
+                f"  parts {r.get('last_collect_after_steps')}"
             )
 
 

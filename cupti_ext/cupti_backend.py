@@ -10,9 +10,9 @@ outside sampled sections are never traced (CUPTI's tracing is the expensive part
 per kernel on the H200), and attribution is exact (see attribution.py).
 
 Buffers arrive on CUPTI's own thread (or inside ``collect``'s flush); each is decoded in
-bulk (records.py) and folded into bounded per-key statistics right away, so a report
-only reads summaries. Failures are logged once per cause, counted, and never raised into
-the training loop.
+one pass (compiled where built, native.py; numpy otherwise, records.py) and folded into
+bounded per-key statistics right away, so a report only reads summaries. Failures are
+logged once per cause, counted, and never raised into the training loop.
 """
 
 from __future__ import annotations
@@ -33,10 +33,9 @@ from .markers import MARKER_BYTES, MARKER_WORDS, MemsetMarkers
 from .records import (
     RecordLayout,
     decode_addresses,
-    decode_span,
+    decode_buffer,
     memory_view,
     record_addresses,
-    record_offsets,
 )
 from .window_builder import KernelWindowBuilder
 
@@ -52,10 +51,9 @@ _MARKER_CANDIDATES = ("cuDriverGetVersion", "cuDeviceGetCount")
 MARKER_ENV = "PACEKEEPER_KERNEL_MARKER"
 MARKER_MODES = ("memset", "api", "driver")
 """How section markers reach CUPTI's records (see _pick_marker)."""
-AUTO_MARKERS = ("api", "driver")
-"""The order tried by default. ``memset`` is the cheapest but not yet run on a GPU in
-the backend (its records and costs were probed on the H200): opt in with
-PACEKEEPER_KERNEL_MARKER=memset until the GPU tests have run with it."""
+AUTO_MARKERS = ("memset", "api", "driver")
+"""The order tried by default: ``memset`` needs a current CUDA context (a detector
+started after the model has one); ``api`` works where none exists yet (see _pick_marker)."""
 
 
 _BufferRequested = ctypes.CFUNCTYPE(
@@ -266,6 +264,8 @@ class CuptiBackend:
         self._closed = False
         self._markers_sent = 0
         self._unparsed_buffers = 0
+        self._buffers_handled = 0
+        self._last_collect: dict[str, float] = {}
         self._failures: dict[str, int] = {}
         self._dropped_count = ctypes.c_size_t(0)
         self._profiler_enabled = _torch_profiler_probe()
@@ -293,7 +293,9 @@ class CuptiBackend:
             self._raw.register()
         else:
             c.activity_register_callbacks(self._buffer_requested, self._on_buffer)
-        c.activity_enable(c.ActivityKind.EXTERNAL_CORRELATION)
+        # Memset markers carry their id in the memset's value: no external ids needed.
+        if self._memset is None:
+            c.activity_enable(c.ActivityKind.EXTERNAL_CORRELATION)
 
     @property
     def marker_mode(self) -> str:
@@ -308,8 +310,8 @@ class CuptiBackend:
     def _pick_marker(self) -> tuple[Callable[[], Any], int]:
         """Attach, and find a marker whose records arrive (a self-check per mode tried).
 
-        ``memset`` (opt-in, PACEKEEPER_KERNEL_MARKER): see markers.py. Two ways to get a
-        driver call's API record, cheapest first:
+        ``memset`` (tried first): see markers.py. Where it cannot be used (no current
+        CUDA context yet), two ways to get a driver call's API record, cheapest first:
           ``api``     trace only the marker's callback id. On the H200 (CUDA 13.0) this
                       gave records only when set before the process's CUDA context
                       existed, which a detector started after the model cannot rely on.
@@ -378,6 +380,7 @@ class CuptiBackend:
             self._builder.memset_markers = MemsetMarkers(stream_id)
             if self._fence(_no_call, timeout_s=self.self_check_timeout_s, forced=True):
                 logger.info("CUPTI section marker chosen", extra={"mode": "memset"})
+                self._c.activity_disable(self._c.ActivityKind.EXTERNAL_CORRELATION)
                 return True
             reason = "no marker record arrived"
         except Exception as e:
@@ -427,12 +430,12 @@ class CuptiBackend:
 
     def _emit_memset(self, memset: _MemsetResources, external_id: int) -> None:
         """A 244-byte memset on our private stream; its value indexes the marker ring.
-        Outside a section (fences) the MEMSET kind is switched on for this call alone."""
+        Where records are off (fences) the MEMSET kind is switched on for this call alone."""
         c = self._c
         markers = self._builder.memset_markers
         assert markers is not None
         value = markers.ring.put(external_id)
-        gate = not self._active
+        gate = not self._gated
         if gate:
             c.activity_enable(c.ActivityKind.MEMSET)
         try:
@@ -621,16 +624,16 @@ class CuptiBackend:
 
     def _on_bytes(self, raw: Any) -> None:
         try:
-            offsets, whole = record_offsets(raw, self._layout)
-            decoded = decode_span(raw, offsets, self._layout)
+            decoded, records, whole = decode_buffer(raw, self._layout)
             with self._lock:
+                self._buffers_handled += 1
                 if not whole:
                     self._unparsed_buffers += 1
                     if self._unparsed_buffers == 1:
                         logger.warning(
                             "CUPTI buffer with an unexpected record layout; its tail is skipped"
                         )
-                self._builder.add(decoded, len(offsets))
+                self._builder.add(decoded, records)
         except Exception as e:
             self._fail("buffer", e)
 
@@ -647,15 +650,23 @@ class CuptiBackend:
 
     def collect(self) -> KernelWindow:
         try:
+            t0 = time.perf_counter()
+            buffers0 = self._buffers_handled
             live = not self._closed and not self._paused
             # The detector synchronizes before collecting, so every kernel has finished
             # and a forced flush hands over complete records at once.
             if live and not self._fence(self._marker, timeout_s=self.fence_timeout_s, forced=True):
                 self._fail("fence", TimeoutError("CUPTI buffers not delivered in time"))
+            t1 = time.perf_counter()
             cupti_dropped = 0 if self._closed else self._cupti_dropped()
             with self._lock:
                 received = self._builder.received
                 window = self._builder.take(self._section_names, cupti_dropped)
+            self._last_collect = {
+                "fence_ms": (t1 - t0) * 1e3,
+                "take_ms": (time.perf_counter() - t1) * 1e3,
+                "buffers_in_fence": float(self._buffers_handled - buffers0),
+            }
             self._check_conflict(received)
             self._markers_sent = 0
             if window.dropped_records:
@@ -664,6 +675,12 @@ class CuptiBackend:
         except Exception as e:
             self._fail("collect", e)
             return KernelWindow()
+
+    @property
+    def last_collect(self) -> dict[str, float]:
+        """Where the last ``collect`` spent its time: the fence (marker, flush, the
+        buffers it handed over) and building the window."""
+        return dict(self._last_collect)
 
     def _check_conflict(self, received: int) -> None:
         if self._markers_sent and not received and not self._paused:

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import native
+
 logger = logging.getLogger(__name__)
 
 OVERFLOW_KEY = "<overflow>"
@@ -161,6 +163,9 @@ class KernelKeyTable:
         self.full_names: list[str] = []
         """Demangled full name of each key (the overflow key's is itself)."""
         self._comm = np.zeros(64, dtype=np.bool_)
+        # The compiled lookup's hash table mirrors ``_packed`` (value -1: empty slot).
+        self._hkeys = np.zeros(64, np.uint64)
+        self._hvals = np.full(64, -1, np.int64)
         self.overflowed = 0
         """Records mapped to the overflow key since creation."""
         self._overflow_id: int | None = None
@@ -228,6 +233,67 @@ class KernelKeyTable:
         """Key id of every record (vectorized; Python work per distinct kernel only)."""
         if len(name_ptr) == 0:
             return np.empty(0, dtype=np.int64)
+        lib = native.library()
+        kids = (
+            self._lookup_native(lib, name_ptr, threads)
+            if lib is not None
+            else self._lookup_numpy(name_ptr, threads)
+        )
+        if self._overflow_id is not None:
+            self.overflowed += int(np.count_nonzero(kids == self._overflow_id))
+        return kids
+
+    def _lookup_native(
+        self,
+        lib: native.NativeLib,
+        name_ptr: npt.NDArray[np.uint64],
+        threads: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.int64]:
+        n = len(name_ptr)
+        name = np.ascontiguousarray(name_ptr, np.uint64)
+        thr = np.ascontiguousarray(threads, np.int64)
+        kids = np.empty(n, np.int64)
+        packed = np.empty(n, np.uint64)
+
+        def probe() -> int:
+            return int(
+                lib.lib.pk_lookup(
+                    native.ptr(name),
+                    native.ptr(thr),
+                    n,
+                    int(self.bucket_shapes),
+                    _MAX_BUCKET,
+                    native.ptr(self._hkeys),
+                    native.ptr(self._hvals),
+                    len(self._hkeys) - 1,
+                    native.ptr(kids),
+                    native.ptr(packed),
+                )
+            )
+
+        if probe():
+            # Kernels not seen before: named in Python once, then known to the table.
+            for p in np.unique(packed[kids < 0]).tolist():
+                self._hash_insert(lib, p, self._packed_key(p))
+            probe()
+        return kids
+
+    def _hash_insert(self, lib: native.NativeLib, packed: int, kid: int) -> None:
+        if 2 * (len(self._packed) + 1) > len(self._hkeys):
+            size = 2 * len(self._hkeys)
+            while 2 * (len(self._packed) + 1) > size:
+                size *= 2
+            self._hkeys = np.zeros(size, np.uint64)
+            self._hvals = np.full(size, -1, np.int64)
+            for p, k in self._packed.items():
+                lib.lib.pk_insert(native.ptr(self._hkeys), native.ptr(self._hvals), size - 1, p, k)
+        lib.lib.pk_insert(
+            native.ptr(self._hkeys), native.ptr(self._hvals), len(self._hkeys) - 1, packed, kid
+        )
+
+    def _lookup_numpy(
+        self, name_ptr: npt.NDArray[np.uint64], threads: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
         buckets = (
             shape_bucket(threads).astype(np.uint64)
             if self.bucket_shapes
@@ -237,9 +303,7 @@ class KernelKeyTable:
         # sort finds the distinct (kernel, launch size) pairs.
         packed = (name_ptr.astype(np.uint64) << np.uint64(6)) | buckets
         uniq, inv = np.unique(packed, return_inverse=True)
-        kids = np.fromiter((self._packed_key(int(p)) for p in uniq.tolist()), np.int64, len(uniq))[
-            inv
-        ]
-        if self._overflow_id is not None:
-            self.overflowed += int(np.count_nonzero(kids == self._overflow_id))
+        kids: npt.NDArray[np.int64] = np.fromiter(
+            (self._packed_key(int(p)) for p in uniq.tolist()), np.int64, len(uniq)
+        )[inv]
         return kids

@@ -8,18 +8,21 @@ ring's median is the window's typical time to within noise.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from . import native
 from .backend import KernelStat
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 _U16_MAX = (1 << 16) - 1
 _ZERO = np.zeros(1, np.int64)
+_DENSE_MAX = 1 << 20
+"""Largest group id (after ``base``) the compiled fold maps through a dense array."""
+_UNKNOWN = -2
 
 
 class RingStats:
@@ -36,12 +39,15 @@ class RingStats:
 
     def _reset_arrays(self, capacity: int) -> None:
         self._rows: dict[int, int] = {}
+        # Compiled fold: group - base -> row, per base (-2 unknown yet, -1 refused).
+        self._dense: dict[int, npt.NDArray[np.int64]] = {}
         self._count: npt.NDArray[Any] = np.zeros(capacity, np.int64)
         self._sum: npt.NDArray[Any] = np.zeros(capacity, np.float64)
         self._sumsq: npt.NDArray[Any] = np.zeros(capacity, np.float64)
         self._min: npt.NDArray[Any] = np.full(capacity, np.inf)
         self._max: npt.NDArray[Any] = np.full(capacity, -np.inf)
         self._samples: npt.NDArray[Any] = np.full((capacity, self.ring), np.nan)
+        self._pointers: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -60,6 +66,7 @@ class RingStats:
         self._min = pad(self._min, np.inf)
         self._max = pad(self._max, -np.inf)
         self._samples = pad(self._samples, np.nan)
+        self._pointers = None
 
     def _row(self, group: int) -> int:
         row = self._rows.get(group)
@@ -72,12 +79,24 @@ class RingStats:
             self._rows[group] = row
         return row
 
-    def add(self, groups: I64, durations_ns: F64, base: int = 0) -> None:
-        """Add one duration per element; vectorized, Python work per distinct group.
+    def add(
+        self,
+        groups: I64,
+        durations_ns: F64,
+        base: int = 0,
+        use: npt.NDArray[np.bool_] | None = None,
+    ) -> None:
+        """Add one duration per element (only where ``use``, if given); vectorized,
+        Python work per distinct group.
 
         The group of element ``i`` is ``base + groups[i]``: callers with a common high
         part pass it as ``base`` so the sort below sees small integers.
         """
+        lib = native.library()
+        if lib is not None and self._add_native(lib, groups, durations_ns, base, use):
+            return
+        if use is not None:
+            groups, durations_ns = groups[use], durations_ns[use]
         n_all = len(groups)
         if n_all == 0:
             return
@@ -114,6 +133,52 @@ class RingStats:
         self._samples[rows[last], slot[last]] = dur[last]
         self._count[row_of] += n
 
+    def _add_native(
+        self,
+        lib: native.NativeLib,
+        groups: I64,
+        durations: F64,
+        base: int,
+        use: npt.NDArray[np.bool_] | None,
+    ) -> bool:
+        """The compiled fold (one pass, no sort); False where it does not apply."""
+        n = len(groups)
+        if n == 0:
+            return True
+        groups = np.ascontiguousarray(groups, np.int64)
+        lo, hi = int(groups.min()), int(groups.max())
+        if lo < 0 or hi >= _DENSE_MAX:
+            return False
+        dense = self._dense.get(base)
+        if dense is None or hi >= len(dense):
+            grown = np.full(max(64, 2 * hi + 2), _UNKNOWN, np.int64)
+            if dense is not None:
+                grown[: len(dense)] = dense
+            dense = self._dense[base] = grown
+        rows = np.empty(n, np.int64)
+        c = lib.lib
+        if c.pk_rows(native.ptr(groups), n, native.ptr(dense), len(dense), native.ptr(rows)):
+            new = (rows == _UNKNOWN) if use is None else ((rows == _UNKNOWN) & use)
+            for g in np.unique(groups[new]).tolist():
+                dense[g] = self._row(base + g)
+            c.pk_rows(native.ptr(groups), n, native.ptr(dense), len(dense), native.ptr(rows))
+        refused = rows < 0 if use is None else (rows < 0) & use
+        self.refused += int(np.count_nonzero(refused))
+        dur = np.ascontiguousarray(durations, np.float64)
+        mask = None if use is None else np.ascontiguousarray(use, np.bool_)
+        if self._pointers is None:  # the arrays move only when they grow or reset
+            state = (self._count, self._sum, self._sumsq, self._min, self._max, self._samples)
+            self._pointers = tuple(native.ptr(a) for a in state)
+        c.pk_fold(
+            native.ptr(rows),
+            native.ptr(dur),
+            None if mask is None else native.ptr(mask),
+            n,
+            self.ring,
+            *self._pointers,
+        )
+        return True
+
     def _rows_of(self, distinct: I64, base: int) -> I64:
         """Row of each distinct group (``base + g``); -1 where the table is full."""
         return np.fromiter((self._row(base + int(g)) for g in distinct.tolist()), np.int64)
@@ -125,29 +190,29 @@ class RingStats:
         groups = list(self._rows)
         rows = np.fromiter(self._rows.values(), np.int64, len(groups))
         count = self._count[rows]
-        samples = self._samples[rows]
-        full = count >= self.ring
-        median = np.empty(len(rows))
-        if full.any():
-            median[full] = np.median(samples[full], axis=1)
-        part = ~full
-        if part.any():
-            median[part] = np.nanmedian(samples[part], axis=1)
+        # Unwritten ring slots are NaN and sort last, so each row's samples are its
+        # first min(count, ring) sorted values: one sort for all rows, no masked arrays.
+        ordered = np.sort(self._samples[rows], axis=1)
+        kept = np.minimum(count, self.ring)
+        at = np.arange(len(rows))
+        median = (ordered[at, (kept - 1) // 2] + ordered[at, kept // 2]) / 2
         total = self._sum[rows]
         mean = total / count
-        var = np.maximum(self._sumsq[rows] / count - mean * mean, 0.0)
-        out: dict[int, KernelStat] = {}
-        for i, g in enumerate(groups):
-            out[g] = KernelStat(
-                num=int(count[i]),
-                median_ns=float(median[i]),
-                mean_ns=float(mean[i]),
-                min_ns=float(self._min[rows[i]]),
-                max_ns=float(self._max[rows[i]]),
-                std_ns=math.sqrt(float(var[i])),
-                total_ns=float(total[i]),
+        std = np.sqrt(np.maximum(self._sumsq[rows] / count - mean * mean, 0.0))
+        return {
+            g: KernelStat(num, med, avg, lo, hi, sd, tot)
+            for g, num, med, avg, lo, hi, sd, tot in zip(
+                groups,
+                count.tolist(),
+                median.tolist(),
+                mean.tolist(),
+                self._min[rows].tolist(),
+                self._max[rows].tolist(),
+                std.tolist(),
+                total.tolist(),
+                strict=True,
             )
-        return out
+        }
 
     def reset(self) -> None:
         self._reset_arrays(max(16, len(self._count)))

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import native
+
 U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
@@ -251,6 +253,74 @@ def decode_span(raw: U8, offsets: I64, layout: RecordLayout) -> DecodedBuffer:
         incomplete=int(len(k_off) - int(ok.sum())),
         other=int(len(offsets) - known),
     )
+
+
+def decode_buffer(raw: U8, layout: RecordLayout) -> tuple[DecodedBuffer, int, bool]:
+    """Walk and decode one buffer's valid bytes: (records we use, how many records the
+    walk found, whether it ended exactly at the end). Compiled where built (native.py),
+    else ``record_offsets`` and ``decode_span``."""
+    lib = native.library()
+    values = None if lib is None else native.layout_array(layout, lib)
+    if lib is not None and values is not None:
+        return _decode_native(raw, lib, values)
+    offsets, whole = record_offsets(raw, layout)
+    return decode_span(raw, offsets, layout), len(offsets), whole
+
+
+_OUT_DTYPES = (
+    np.uint32,  # kernel correlation id
+    np.int64,  # kernel duration
+    np.uint64,  # kernel name pointer
+    np.int64,  # kernel threads
+    np.uint32,  # memset correlation id
+    np.uint32,  # memset value
+    np.uint64,  # memset bytes
+    np.uint32,  # memset stream
+    np.uint32,  # external correlation id
+    np.uint64,  # external id
+    np.int32,  # external kind
+    np.uint32,  # api correlation id
+    np.uint32,  # api cbid
+)
+_SMALLEST_RECORD = 24  # an external-correlation record
+
+
+def _decode_native(
+    raw: U8, lib: Any, layout: npt.NDArray[np.int32]
+) -> tuple[DecodedBuffer, int, bool]:
+    cap = len(raw) // _SMALLEST_RECORD + 1
+    outs: list[npt.NDArray[Any]] = [np.empty(cap, dtype) for dtype in _OUT_DTYPES]
+    pointers = (ctypes.c_void_p * len(outs))(*(int(a.ctypes.data) for a in outs))
+    counts = np.zeros(lib.count_fields, np.int64)
+    lib.lib.pk_decode(
+        int(raw.ctypes.data),
+        len(raw),
+        int(layout.ctypes.data),
+        pointers,
+        cap,
+        int(counts.ctypes.data),
+    )
+    nk, nm, ne, na, incomplete, records, whole = (int(c) for c in counts)
+    decoded = DecodedBuffer(
+        kernels=KernelBatch(
+            correlation_id=outs[0][:nk],
+            duration_ns=outs[1][:nk],
+            name_ptr=outs[2][:nk],
+            threads=outs[3][:nk],
+        ),
+        api_correlation_id=outs[11][:na],
+        api_cbid=outs[12][:na],
+        external_correlation_id=outs[8][:ne],
+        external_id=outs[9][:ne],
+        external_kind=outs[10][:ne],
+        memset_correlation_id=outs[4][:nm],
+        memset_value=outs[5][:nm],
+        memset_bytes=outs[6][:nm],
+        memset_stream=outs[7][:nm],
+        incomplete=incomplete,
+        other=0,  # the walk stops at a kind it does not know
+    )
+    return decoded, records, bool(whole)
 
 
 def decode_addresses(addresses: U64, layout: RecordLayout) -> DecodedBuffer:

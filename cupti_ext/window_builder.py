@@ -86,20 +86,24 @@ class KernelWindowBuilder:
                 self._dropped += over
                 held = select(held, np.arange(len(held.correlation_id)) >= over)
             self._pending = held
-        resolved = ~asg.pending
-        kid = self.keys.lookup(k.name_ptr[resolved], k.threads[resolved])
-        dur = k.duration_ns[resolved].astype(np.float64)
+        if self._pending is None:
+            resolved, sections, inside = k, asg.sections, asg.any_section
+        else:
+            keep = ~asg.pending
+            resolved, inside = select(k, keep), asg.any_section[keep]
+            sections = {sid: mask[keep] for sid, mask in asg.sections.items()}
+        kid = self.keys.lookup(resolved.name_ptr, resolved.threads)
+        dur = resolved.duration_ns.astype(np.float64)
         comm = self.keys.is_comm(kid)
-        inside = asg.any_section[resolved]
         self._comm += int(np.count_nonzero(inside & comm))
         self._unattributed += int(np.count_nonzero(~inside))
         use = inside & ~comm
         self._records += int(np.count_nonzero(use))
-        self._global.add(kid[use], dur[use])
-        for sid, mask in asg.sections.items():
-            m = mask[resolved] & ~comm
+        self._global.add(kid, dur, use=use)
+        for sid, mask in sections.items():
+            m = mask & ~comm
             if m.any():
-                self._per_section.add(kid[m], dur[m], base=sid * _KEY_STRIDE)
+                self._per_section.add(kid, dur, base=sid * _KEY_STRIDE, use=m)
 
     def drop(self, records: int) -> None:
         """Count records lost before they reached us (full buffers, queues)."""

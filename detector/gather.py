@@ -92,7 +92,8 @@ def _group(process_group: Any) -> Any:
 
 def gather_to_reporter(obj: Any, info: GroupInfo, process_group: Any) -> list[Any] | None:
     """Group rank 0 gets every group rank's ``obj`` (in group-rank order); others None."""
-    if not info.distributed:
+    # A group of one has nobody to hear from; a collective would only add device copies.
+    if not info.distributed or info.group_size == 1:
         return [obj]
     dist = _dist()
     out: list[Any] | None = [None] * info.group_size if info.is_reporter else None
@@ -102,7 +103,7 @@ def gather_to_reporter(obj: Any, info: GroupInfo, process_group: Any) -> list[An
 
 def all_gather(obj: Any, info: GroupInfo, process_group: Any) -> list[Any]:
     """Every group rank gets every group rank's ``obj`` (in group-rank order)."""
-    if not info.distributed:
+    if not info.distributed or info.group_size == 1:
         return [obj]
     dist = _dist()
     out: list[Any] = [None] * info.group_size
@@ -112,7 +113,7 @@ def all_gather(obj: Any, info: GroupInfo, process_group: Any) -> list[Any]:
 
 def all_reduce_max(value: float, info: GroupInfo, process_group: Any) -> float:
     """The largest ``value`` over the group (one float: the report-interval agreement)."""
-    if not info.distributed:
+    if not info.distributed or info.group_size == 1:
         return value
     import torch
 

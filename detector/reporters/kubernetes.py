@@ -158,7 +158,8 @@ class KubernetesStatusSink:
                 extra={"pod": self.pod_name, "status": e.status, "reason": e.reason},
             )
             return None
-        for ref in pod.metadata.owner_references or ():
+        meta = pod.metadata
+        for ref in (meta.owner_references if meta is not None else None) or ():
             if ref.controller:
                 return {
                     "apiVersion": ref.api_version,

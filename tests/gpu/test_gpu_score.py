@@ -31,8 +31,10 @@ def test_two_nccl_ranks_gpu_relative_score_flags_the_slowed_rank_not_the_section
 
     mp.spawn(rank_main, args=(2, str(tmp_path), _free_port()), nprocs=2, join=True)
     results = [pickle.loads((tmp_path / f"rank{r}.pkl").read_bytes()) for r in range(2)]
+    print("generate_report ms per rank:", [round(r["report_ms"], 2) for r in results])
     for r in results:
         assert r["backend"] == "cupti"
+        assert r["marker_mode"] == "memset"  # started after the model: memset markers
         assert r["comm_records"] >= 4
         assert r["nccl_keys"] == []
         # 2 GEMMs + 2 scalings per step, 4 steps; cuBLAS may split a GEMM in two kernels.

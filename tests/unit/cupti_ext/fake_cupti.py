@@ -62,6 +62,7 @@ class FakeCupti:
 
     def activity_enable(self, kind: int) -> None:
         self.calls["enable"] += 1
+        self.calls[f"enable {int(kind)}"] += 1
         self.enabled.add(int(kind))
 
     def activity_disable(self, kind: int) -> None:
@@ -194,6 +195,8 @@ class FakeLibcuda:
         self._cupti = cupti
         self._traced = traced
         self.called: Counter[str] = Counter()
+        self.failing_memsets: set[int] = set()
+        """Which cuMemsetD32Async calls (counted from 1) return an error."""
 
     _OUT_VALUES: ClassVar[dict[str, int]] = {
         "cuStreamCreate": 0x5700,
@@ -213,9 +216,12 @@ class FakeLibcuda:
 
                 def __call__(self, buffer: int, value: int, words: int, stream: int) -> int:
                     called[name] += 1
+                    if called[name] in failing:
+                        return 1  # CUDA_ERROR_INVALID_VALUE
                     cupti.memset(stream, value, words * 4)
                     return 0
 
+            failing = self.failing_memsets
             return Memset()
 
         class Entry:

@@ -46,8 +46,22 @@ def fake(monkeypatch) -> FakeCupti:
 
 
 @pytest.fixture
-def backend(fake) -> Iterator[CuptiBackend]:
-    b = CuptiBackend(cupti_module=fake, libcuda=FakeLibcuda(fake), sample_every=1)
+def libcuda(fake) -> FakeLibcuda:
+    return FakeLibcuda(fake)
+
+
+@pytest.fixture(params=["memset", "api"])
+def marker(request, monkeypatch) -> str:
+    """Each backend test runs with memset markers (the default where a CUDA context
+    exists) and with API-record markers (where none exists yet)."""
+    monkeypatch.setenv(MARKER_ENV, request.param)
+    return str(request.param)
+
+
+@pytest.fixture
+def backend(fake, libcuda, marker) -> Iterator[CuptiBackend]:
+    b = CuptiBackend(cupti_module=fake, libcuda=libcuda, sample_every=1)
+    assert b.marker_mode == marker
     yield b
     b.shutdown()
 
@@ -77,7 +91,8 @@ def test_raw_buffers_are_used_and_only_section_kernels_are_traced(backend, fake,
 
 
 def test_nested_sections_enable_tracing_once_and_count_kernels_in_both(backend, fake, names):
-    enables = fake.calls["enable"]
+    kernel_enables = f"enable {int(fake.ActivityKind.CONCURRENT_KERNEL)}"
+    enables = fake.calls[kernel_enables]
     backend.start("step")
     backend.start("forward")
     fake.launch(names["gemm"])
@@ -85,13 +100,13 @@ def test_nested_sections_enable_tracing_once_and_count_kernels_in_both(backend, 
     fake.launch(names["relu"])
     backend.stop("step")
     w = backend.collect()
-    assert fake.calls["enable"] - enables == 1
+    assert fake.calls[kernel_enables] - enables == 1
     assert short(w.sections["forward"]) == {"gemm": 1}
     assert short(w.sections["step"]) == {"gemm": 1, "relu": 1}
     assert short(w.kernels) == {"gemm": 1, "relu": 1}
 
 
-def test_one_outermost_entry_in_n_is_traced(fake, names):
+def test_one_outermost_entry_in_n_is_traced(fake, names, marker):
     b = CuptiBackend(cupti_module=fake, libcuda=FakeLibcuda(fake), sample_every=4)
     try:
         for _ in range(8):
@@ -168,12 +183,15 @@ def test_a_backend_started_after_another_shut_down_gets_its_records(backend, fak
 
 
 def test_an_untraced_marker_makes_cupti_unavailable_and_releases_it(fake):
+    fake.has_context = False  # no memset markers either
     with pytest.raises(CuptiUnavailable, match="did not trace a section marker"):
         CuptiBackend(cupti_module=fake, libcuda=FakeLibcuda(fake, traced=()), sample_every=1)
     assert not fake.enabled and not fake.driver_apis
 
 
-def test_raw_buffers_that_receive_nothing_fall_back_to_record_objects(monkeypatch, fake, names):
+def test_raw_buffers_that_receive_nothing_fall_back_to_record_objects(
+    monkeypatch, fake, names, marker
+):
     monkeypatch.setattr(cupti_backend, "register_callbacks_function", lambda: lambda r, d: 0)
     b = CuptiBackend(cupti_module=fake, libcuda=FakeLibcuda(fake), sample_every=1)
     try:
@@ -202,11 +220,12 @@ def test_stop_without_start_is_ignored(backend, fake, names):
 
 
 def test_marker_uses_the_driver_kind_only_around_each_marker_when_per_api_tracing_is_dead(
-    fake, names
+    monkeypatch, fake, names
 ):
     # On the H200 a per-API flag set after the CUDA context exists gives no records.
     fake.per_api_alone = False
     libcuda = FakeLibcuda(fake)
+    libcuda.failing_memsets.add(1)  # and memset markers are unusable: the last resort
     b = CuptiBackend(cupti_module=fake, libcuda=libcuda, sample_every=1)
     try:
         assert b.marker_mode == "driver"
@@ -229,11 +248,16 @@ def test_marker_uses_the_driver_kind_only_around_each_marker_when_per_api_tracin
     assert not fake.enabled and not fake.driver_apis
 
 
-def test_api_marker_mode_is_kept_where_per_api_tracing_works(backend, fake, names):
-    assert backend.marker_mode == "api"
-    step(backend, fake, "step", names["gemm"], 2)
-    assert short(backend.collect().kernels) == {"gemm": 2}
-    assert int(fake.ActivityKind.DRIVER) not in fake.enabled
+def test_api_marker_mode_is_kept_where_per_api_tracing_works(fake, names):
+    fake.has_context = False  # a detector started before the model's CUDA context
+    b = CuptiBackend(cupti_module=fake, libcuda=FakeLibcuda(fake), sample_every=1)
+    try:
+        assert b.marker_mode == "api"
+        step(b, fake, "step", names["gemm"], 2)
+        assert short(b.collect().kernels) == {"gemm": 2}
+        assert int(fake.ActivityKind.DRIVER) not in fake.enabled
+    finally:
+        b.shutdown()
 
 
 def test_memset_markers_attribute_sections_with_no_api_record_at_all(monkeypatch, fake, names):
@@ -259,6 +283,8 @@ def test_memset_markers_attribute_sections_with_no_api_record_at_all(monkeypatch
         }
         assert window.unattributed_records == 0
         assert not fake.api_records  # no DRIVER kind, no per-API tracing: no API record
+        # The memset's value names the entry: no external-correlation records are asked for.
+        assert int(fake.ActivityKind.EXTERNAL_CORRELATION) not in fake.enabled
         # Fences (self-check, collect) wait for our stream: a memset's record exists
         # only once it ran.
         assert libcuda.called["cuStreamSynchronize"] == 2
@@ -286,10 +312,10 @@ def test_memset_markers_without_a_cuda_context_fall_back_to_api_markers(
 @pytest.mark.parametrize(
     ("raw", "modes"),
     [
-        ("", ("api", "driver")),
-        ("auto", ("api", "driver")),
+        ("", ("memset", "api", "driver")),
+        ("auto", ("memset", "api", "driver")),
         ("memset", ("memset", "api", "driver")),
-        ("DRIVER", ("driver", "api")),
+        ("DRIVER", ("driver", "memset", "api")),
     ],
 )
 def test_marker_modes_come_from_the_environment(raw, modes):
@@ -302,8 +328,8 @@ def test_an_unknown_marker_mode_is_refused_naming_the_variable():
 
 
 @pytest.mark.parametrize("failing", ["start", "stop", "nested start"])
-def test_a_failing_marker_never_leaves_kernel_records_switched_on(
-    monkeypatch, backend, fake, names, failing
+def test_a_failing_marker_never_leaves_kernel_records_switched_on(  # noqa: PLR0917
+    monkeypatch, backend, fake, libcuda, names, failing
 ):
     kernel_kind = int(fake.ActivityKind.CONCURRENT_KERNEL)
     push = fake.activity_push_external_correlation_id
@@ -317,6 +343,7 @@ def test_a_failing_marker_never_leaves_kernel_records_switched_on(
         push(kind, ext_id)
 
     monkeypatch.setattr(fake, "activity_push_external_correlation_id", flaky_push)
+    libcuda.failing_memsets.add(libcuda.called["cuMemsetD32Async"] + fail_at)
     backend.start("step")
     if failing == "nested start":
         backend.start("inner")
@@ -331,3 +358,13 @@ def test_a_failing_marker_never_leaves_kernel_records_switched_on(
     step(backend, fake, "step", names["relu"], 2)
     assert short(backend.collect().kernels) == {"relu": 2}
     assert kernel_kind not in fake.enabled
+
+
+def test_collect_tells_where_its_time_went(backend, fake, names):
+    step(backend, fake, "step", names["gemm"], 3)
+    assert backend.collect().records == 3
+    parts = backend.last_collect
+    assert parts["buffers_in_fence"] == 1  # the fence's flush handed the records over
+    assert parts["fence_ms"] >= 0 and parts["take_ms"] >= 0
+    backend.collect()
+    assert backend.last_collect["buffers_in_fence"] == 1  # the fence marker alone

@@ -1,0 +1,132 @@
+"""The compiled record path (``_native.c``), loaded with ctypes; None where unusable.
+
+Built at install time as an optional extension: where no C compiler was found, or
+``PACEKEEPER_NATIVE_RECORDS=0`` is set, or the record layout of the installed
+cupti-python is not what the C code reads, every caller keeps to its numpy path, which
+gives the same results (tests/unit/cupti_ext/test_native.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+logger = logging.getLogger(__name__)
+
+NATIVE_ENV = "PACEKEEPER_NATIVE_RECORDS"
+
+_P = ctypes.c_void_p
+_I64 = ctypes.c_int64
+
+# Field name, expected dtype, per record kind: what _native.c reads, in layout order.
+_KERNEL_FIELDS = (
+    ("start", "u8"),
+    ("end", "u8"),
+    ("correlation_id", "u4"),
+    ("name", "i8"),
+    ("grid_x", "i4"),
+    ("grid_y", "i4"),
+    ("grid_z", "i4"),
+    ("block_x", "i4"),
+    ("block_y", "i4"),
+    ("block_z", "i4"),
+)
+_EXTERNAL_FIELDS = (("external_kind", "i4"), ("correlation_id", "u4"), ("external_id", "u8"))
+_API_FIELDS = (("correlation_id", "u4"), ("cbid", "u4"))
+_MEMSET_FIELDS = (("correlation_id", "u4"), ("value", "u4"), ("bytes", "u8"), ("stream_id", "u4"))
+
+
+class NativeLib:
+    """The loaded library with its argument types set."""
+
+    def __init__(self, path: Path) -> None:
+        lib = ctypes.CDLL(str(path))
+        self.path = path
+        lib.pk_decode.argtypes = [_P, _I64, _P, _P, _I64, _P]
+        lib.pk_decode.restype = None
+        lib.pk_lookup.argtypes = [_P, _P, _I64, ctypes.c_int32, _I64, _P, _P, _I64, _P, _P]
+        lib.pk_lookup.restype = _I64
+        lib.pk_insert.argtypes = [_P, _P, _I64, ctypes.c_uint64, _I64]
+        lib.pk_insert.restype = None
+        lib.pk_rows.argtypes = [_P, _I64, _P, _I64, _P]
+        lib.pk_rows.restype = _I64
+        lib.pk_fold.argtypes = [_P, _P, _P, _I64, _I64, _P, _P, _P, _P, _P, _P]
+        lib.pk_fold.restype = None
+        self.layout_fields = int(lib.pk_layout_fields())
+        self.out_fields = int(lib.pk_out_fields())
+        self.count_fields = int(lib.pk_count_fields())
+        self.lib = lib
+
+
+def _library_path() -> Path | None:
+    here = Path(__file__).parent
+    found = sorted(here.glob("_native*.so")) + sorted(here.glob("_native*.pyd"))
+    return found[0] if found else None
+
+
+@cache
+def library() -> NativeLib | None:
+    """The native library, or None (logged once, at debug level, with the reason)."""
+    if os.environ.get(NATIVE_ENV, "").strip() == "0":
+        logger.debug("native record path disabled", extra={"env": NATIVE_ENV})
+        return None
+    path = _library_path()
+    if path is None:
+        logger.debug("native record path not built; using numpy")
+        return None
+    try:
+        return NativeLib(path)
+    except (OSError, AttributeError) as e:
+        logger.warning("native record path unusable; using numpy", extra={"error": repr(e)})
+        return None
+
+
+def reset() -> None:
+    """Forget the loaded library and layouts (tests switch ``NATIVE_ENV``)."""
+    library.cache_clear()
+    layout_array.cache_clear()
+
+
+def ptr(a: npt.NDArray[Any]) -> int:
+    return int(a.ctypes.data)
+
+
+@lru_cache(maxsize=8)
+def layout_array(layout: Any, lib: NativeLib) -> npt.NDArray[np.int32] | None:
+    """The int32 layout _native.c reads, or None where a field it reads has another
+    type in this cupti-python (the numpy path then decodes, from the dtypes)."""
+    values = [
+        layout.kernel_kind,
+        layout.external_kind,
+        layout.driver_kind,
+        layout.runtime_kind,
+        layout.memset_kind,
+        layout.kernel_dtype.itemsize,
+        layout.external_dtype.itemsize,
+        layout.api_dtype.itemsize,
+        layout.memset_dtype.itemsize,
+    ]
+    for dtype, fields in (
+        (layout.kernel_dtype, _KERNEL_FIELDS),
+        (layout.external_dtype, _EXTERNAL_FIELDS),
+        (layout.api_dtype, _API_FIELDS),
+        (layout.memset_dtype, _MEMSET_FIELDS),
+    ):
+        for name, expected in fields:
+            field = (dtype.fields or {}).get(name)
+            if field is None or field[0] != np.dtype(expected):
+                return None
+            values.append(int(field[1]))
+    if len(values) != lib.layout_fields:
+        return None
+    return np.array(values, dtype=np.int32)
+
+
+__all__ = ["NATIVE_ENV", "NativeLib", "layout_array", "library", "ptr", "reset"]

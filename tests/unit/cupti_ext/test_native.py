@@ -1,0 +1,195 @@
+"""The compiled record path (cupti_ext/_native.c) gives what the numpy path gives.
+
+Both paths run in every test: decoding, kernel keys and statistics are compared on
+the same inputs, including the awkward ones (truncated buffers, unknown kinds,
+incomplete kernels, key overflow, refused groups).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+from buffers import LAYOUT, as_buffer, kernels, marker
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pacekeeper.cupti_ext import native
+from pacekeeper.cupti_ext.kernel_keys import KernelKeyTable
+from pacekeeper.cupti_ext.kernel_stats import RingStats
+from pacekeeper.cupti_ext.records import decode_buffer
+
+T = TypeVar("T")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_native() -> Iterator[None]:
+    native.reset()
+    yield
+    native.reset()
+
+
+def both(run: Callable[[], T]) -> tuple[T, T]:
+    """``run()`` on the compiled path, then on the numpy path."""
+    saved = os.environ.pop(native.NATIVE_ENV, None)
+    try:
+        native.reset()
+        assert native.library() is not None, "the compiled record path is not built"
+        compiled = run()
+        os.environ[native.NATIVE_ENV] = "0"
+        native.reset()
+        assert native.library() is None
+        return compiled, run()
+    finally:
+        os.environ.pop(native.NATIVE_ENV, None)
+        if saved is not None:
+            os.environ[native.NATIVE_ENV] = saved
+        native.reset()
+
+
+def memset(corr: int, value: int, nbytes: int = 244, stream: int = 7) -> bytes:
+    m = np.zeros(1, dtype=LAYOUT.memset_dtype)
+    m["kind"], m["correlation_id"], m["value"] = LAYOUT.memset_kind, corr, value
+    m["bytes"], m["stream_id"] = nbytes, stream
+    return m.tobytes()
+
+
+def assert_same_decoded(a: Any, b: Any) -> None:
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if dataclasses.is_dataclass(x):
+            assert_same_decoded(x, y)
+        elif isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype, f.name
+            assert np.array_equal(x, y), f.name
+        else:
+            assert x == y, f.name
+
+
+def test_the_compiled_path_is_built_wherever_a_c_compiler_is(monkeypatch) -> None:
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler on this machine: the numpy path is used")
+    monkeypatch.delenv(native.NATIVE_ENV, raising=False)
+    native.reset()
+    lib = native.library()
+    assert lib is not None
+    assert native.layout_array(LAYOUT, lib) is not None  # this cupti-python's layout
+
+
+def test_the_environment_switch_turns_the_compiled_path_off(monkeypatch) -> None:
+    monkeypatch.setenv(native.NATIVE_ENV, "0")
+    native.reset()
+    assert native.library() is None
+
+
+_PART = st.one_of(
+    st.tuples(st.just("k"), st.integers(1, 40), st.integers(-5, 5000), st.integers(1, 1 << 20)),
+    st.tuples(st.just("m"), st.integers(0, 1 << 32 - 1), st.sampled_from([244, 4096])),
+    st.tuples(st.just("x"), st.integers(1, 1000), st.booleans()),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    parts=st.lists(_PART, max_size=30),
+    tail=st.sampled_from(["", "cut", "unknown", "odd"]),
+)
+def test_decoding_agrees_on_any_mix_of_records(parts, tail) -> None:
+    chunks: list[bytes] = []
+    corr = 1
+    for p in parts:
+        if p[0] == "k":
+            # dur_ns <= 0 makes an incomplete kernel (end not after start).
+            chunks.append(kernels(list(range(corr, corr + p[1])), dur_ns=p[2], threads=p[3]))
+            corr += p[1]
+        elif p[0] == "m":
+            chunks.append(memset(corr, p[1] & 0xFFFFFFFF, p[2]))
+            corr += 1
+        else:
+            chunks.append(marker(p[1], 3, p[2], corr))
+            corr += 1
+    if tail == "cut":
+        chunks.append(kernels([corr])[:100])  # a record running past the end
+    elif tail == "unknown":
+        chunks.append(np.array([9999, 0], np.int32).tobytes() + kernels([corr]))
+    elif tail == "odd":
+        chunks.append(b"\x01\x02")
+    raw = as_buffer(*chunks) if chunks else np.zeros(0, np.uint8)
+    compiled, numpy_path = both(lambda: decode_buffer(raw, LAYOUT))
+    assert compiled[1:] == numpy_path[1:]  # records walked, whole
+    assert compiled[2] == (tail == "")
+    assert_same_decoded(compiled[0], numpy_path[0])
+
+
+def test_kernel_keys_agree_batch_by_batch_through_growth_and_overflow() -> None:
+    rng = np.random.default_rng(3)
+    batches = [
+        (
+            rng.integers(1, 400, 3000).astype(np.uint64),
+            (1 << rng.integers(0, 20, 3000)).astype(np.int64),
+        )
+        for _ in range(6)
+    ]
+
+    def run() -> tuple[list[list[int]], list[str], int]:
+        table = KernelKeyTable(200, resolve_name=lambda p: f"_Z6kernelILi{p}EEvv")
+        ids = [table.lookup(name, threads).tolist() for name, threads in batches]
+        return ids, list(table.keys), table.overflowed
+
+    compiled, numpy_path = both(run)
+    assert compiled == numpy_path
+    assert compiled[2] > 0  # the bound was reached
+
+
+def test_kernel_keys_agree_without_shape_buckets() -> None:
+    name = np.array([5, 6, 5, 5, 9], np.uint64)
+    threads = np.array([1, 1024, 4096, 0, 7], np.int64)
+
+    def run() -> tuple[list[int], list[str]]:
+        table = KernelKeyTable(bucket_shapes=False, resolve_name=lambda p: f"k{p}")
+        return table.lookup(name, threads).tolist(), list(table.keys)
+
+    compiled, numpy_path = both(run)
+    assert compiled == numpy_path
+    assert compiled[0] == [0, 1, 0, 0, 2]  # one key per name: launch sizes ignored
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 1000),
+    ring=st.sampled_from([1, 4, 256]),
+    max_groups=st.sampled_from([None, 3, 50]),
+    masked=st.booleans(),
+)
+def test_statistics_agree_whatever_the_groups_masks_and_bounds(
+    seed, ring, max_groups, masked
+) -> None:
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(4):
+        n = int(rng.integers(0, 600))
+        groups = rng.integers(0, 40, n).astype(np.int64)
+        dur = rng.integers(1, 10_000, n).astype(np.float64)
+        use = rng.random(n) < 0.7 if masked else None
+        base = int(rng.integers(0, 3)) << 32
+        batches.append((groups, dur, base, use))
+
+    def run() -> tuple[dict[int, Any], int]:
+        stats = RingStats(ring, max_groups=max_groups)
+        for groups, dur, base, use in batches:
+            stats.add(groups, dur, base=base, use=use)
+        return stats.snapshot(), stats.refused
+
+    (compiled, refused_c), (numpy_path, refused_n) = both(run)
+    assert refused_c == refused_n
+    assert compiled.keys() == numpy_path.keys()
+    for g, c in compiled.items():
+        n = numpy_path[g]
+        assert (c.num, c.median_ns, c.min_ns, c.max_ns) == (n.num, n.median_ns, n.min_ns, n.max_ns)
+        assert c.total_ns == n.total_ns  # integer nanoseconds: exact either way
+        assert c.std_ns == pytest.approx(n.std_ns, rel=1e-9, abs=1e-6)

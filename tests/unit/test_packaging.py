@@ -3,6 +3,7 @@ installs and imports without torch, ray or kubernetes (the controller image stay
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import venv
@@ -47,6 +48,13 @@ def test_wheel_maps_folders_under_the_pacekeeper_namespace(wheel: Path) -> None:
     assert "pacekeeper/__init__.py" not in names
 
 
+def test_wheel_carries_the_compiled_record_path_where_a_compiler_is(wheel: Path) -> None:
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler on this machine: the wheel is built without it")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert [n for n in names if n.startswith("pacekeeper/cupti_ext/_native")], names
+
+
 @pytest.mark.slow
 def test_wheel_imports_in_a_fresh_venv_without_torch(wheel: Path, tmp_path: Path) -> None:
     env_dir = tmp_path / "venv"
@@ -66,6 +74,11 @@ def test_wheel_imports_in_a_fresh_venv_without_torch(wheel: Path, tmp_path: Path
         "assert not heavy, heavy\n"
         "print(pacekeeper.detector.score_report.__file__)\n"
     )
+    if shutil.which("cc") or shutil.which("gcc"):  # the wheel carries the compiled path
+        probe += (
+            "from pacekeeper.cupti_ext import native\n"
+            "assert native.library() is not None, 'compiled record path not installed'\n"
+        )
     # Run from tmp_path so the source tree is not on sys.path.
     done = subprocess.run(
         [str(py), "-c", probe], cwd=tmp_path, check=True, capture_output=True, text=True

@@ -11,7 +11,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 
 .PHONY: venv demo test lint bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt setup.py cupti_ext/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt torch==2.13.0

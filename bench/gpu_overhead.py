@@ -225,6 +225,14 @@ class BareMarkers(BareToggle):
     def teardown(self) -> None:
         super().teardown()
         self.c.activity_disable(self.c.ActivityKind.MEMSET)
+        free_memset(self.res)
+
+
+def free_memset(res: Any) -> None:
+    import ctypes
+
+    res.libcuda.cuMemFree_v2(ctypes.c_uint64(res.buffer))
+    res.libcuda.cuStreamDestroy_v2(ctypes.c_void_p(res.stream))
 
 
 class BareCupti(BareTracing):
@@ -507,6 +515,50 @@ def hook_costs(step: Step, steps: int = 200) -> dict[str, Any]:
         }
     finally:
         mode.teardown()
+
+
+def marker_call_costs(step: Step, steps: int = 200) -> dict[str, Any]:
+    """Each CUPTI and driver call a traced entry makes (memset markers), timed one by
+    one around launch-bound steps without the detector: which of them is slow in a
+    busy launch stream (the hooks take several times what the calls take when idle)."""
+    import ctypes
+
+    import torch
+    from cupti import cupti
+
+    from pacekeeper.cupti_ext.cupti_backend import RawBuffers, _memset_resources
+    from pacekeeper.cupti_ext.cupti_backend import register_callbacks_function as reg
+    from pacekeeper.cupti_ext.markers import MARKER_WORDS
+
+    register_fn = reg()
+    assert register_fn is not None
+    raw = RawBuffers(register_fn, 1 << 20, lambda view: None)
+    raw.register()
+    res = _memset_resources(ctypes.CDLL("libcuda.so.1"))
+    kernel, memset = cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET
+    calls: dict[str, Callable[[], Any]] = {
+        "enable_kernel": lambda: cupti.activity_enable(kernel),
+        "enable_memset": lambda: cupti.activity_enable(memset),
+        "marker_start": lambda: res.fn(res.buffer, 1, MARKER_WORDS, res.stream),
+        "step": step,
+        "marker_stop": lambda: res.fn(res.buffer, 2, MARKER_WORDS, res.stream),
+        "disable_kernel": lambda: cupti.activity_disable(kernel),
+        "disable_memset": lambda: cupti.activity_disable(memset),
+    }
+    times: dict[str, list[int]] = {name: [] for name in calls}
+    try:
+        for _ in range(steps):
+            for name, call in calls.items():
+                t0 = time.perf_counter_ns()
+                call()
+                times[name].append(time.perf_counter_ns() - t0)
+        torch.cuda.synchronize()
+        cupti.activity_flush_all(1)
+    finally:
+        release_cupti(cupti)
+        cupti.activity_disable(memset)
+        free_memset(res)
+    return {f"{name}_us_median": statistics.median(t) / 1e3 for name, t in times.items()}
 
 
 def bench_reports(
@@ -797,6 +849,8 @@ def main(argv: list[str] | None = None) -> int:
                 save(result, args.out)
         result["hooks"] = hook_costs(steps["launch_bound"])
         print("hooks", json.dumps(result["hooks"]), flush=True)
+        result["marker_calls"] = marker_call_costs(steps["launch_bound"])
+        print("marker calls", json.dumps(result["marker_calls"]), flush=True)
         report_modes = [m for m in args.report_modes.split(",") if m]
         result["generate_report"] = bench_reports(
             steps["launch_bound"], args.report_repeats, report_modes, modes

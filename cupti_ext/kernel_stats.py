@@ -200,7 +200,9 @@ class RingStats:
         mean = total / count
         std = np.sqrt(np.maximum(self._sumsq[rows] / count - mean * mean, 0.0))
         return {
-            g: KernelStat(num, med, avg, lo, hi, sd, tot)
+            g: KernelStat(
+                num=num, median_ns=med, mean_ns=avg, min_ns=lo, max_ns=hi, std_ns=sd, total_ns=tot
+            )
             for g, num, med, avg, lo, hi, sd, tot in zip(
                 groups,
                 count.tolist(),

@@ -41,6 +41,10 @@ _KERNEL_FIELDS = (
 _EXTERNAL_FIELDS = (("external_kind", "i4"), ("correlation_id", "u4"), ("external_id", "u8"))
 _API_FIELDS = (("correlation_id", "u4"), ("cbid", "u4"))
 _MEMSET_FIELDS = (("correlation_id", "u4"), ("value", "u4"), ("bytes", "u8"), ("stream_id", "u4"))
+_LAYOUT_FIELDS = 9 + sum(map(len, (_KERNEL_FIELDS, _EXTERNAL_FIELDS, _API_FIELDS, _MEMSET_FIELDS)))
+OUT_FIELDS = 13
+"""Output arrays of ``pk_decode`` (records._OUT_DTYPES lists them)."""
+COUNT_FIELDS = 7
 
 
 class NativeLib:
@@ -62,6 +66,11 @@ class NativeLib:
         self.layout_fields = int(lib.pk_layout_fields())
         self.out_fields = int(lib.pk_out_fields())
         self.count_fields = int(lib.pk_count_fields())
+        # A library left over from an older build must not be fed today's arrays.
+        expected = (_LAYOUT_FIELDS, OUT_FIELDS, COUNT_FIELDS)
+        found = (self.layout_fields, self.out_fields, self.count_fields)
+        if found != expected:
+            raise AttributeError(f"{path.name} speaks {found}, this code {expected}")
         self.lib = lib
 
 
@@ -122,10 +131,12 @@ def layout_array(layout: Any, lib: NativeLib) -> npt.NDArray[np.int32] | None:
         for name, expected in fields:
             field = (dtype.fields or {}).get(name)
             if field is None or field[0] != np.dtype(expected):
+                logger.warning(
+                    "cupti-python's record layout is not the compiled path's; using numpy",
+                    extra={"field": name, "dtype": str(dtype)},
+                )
                 return None
             values.append(int(field[1]))
-    if len(values) != lib.layout_fields:
-        return None
     return np.array(values, dtype=np.int32)
 
 

@@ -282,6 +282,7 @@ _OUT_DTYPES = (
     np.uint32,  # api correlation id
     np.uint32,  # api cbid
 )
+assert len(_OUT_DTYPES) == native.OUT_FIELDS
 _SMALLEST_RECORD = 24  # an external-correlation record
 
 
@@ -291,7 +292,7 @@ def _decode_native(
     cap = len(raw) // _SMALLEST_RECORD + 1
     outs: list[npt.NDArray[Any]] = [np.empty(cap, dtype) for dtype in _OUT_DTYPES]
     pointers = (ctypes.c_void_p * len(outs))(*(int(a.ctypes.data) for a in outs))
-    counts = np.zeros(lib.count_fields, np.int64)
+    counts = np.zeros(native.COUNT_FIELDS, np.int64)
     lib.lib.pk_decode(
         int(raw.ctypes.data),
         len(raw),

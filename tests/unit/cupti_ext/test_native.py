@@ -193,3 +193,25 @@ def test_statistics_agree_whatever_the_groups_masks_and_bounds(
         assert (c.num, c.median_ns, c.min_ns, c.max_ns) == (n.num, n.median_ns, n.min_ns, n.max_ns)
         assert c.total_ns == n.total_ns  # integer nanoseconds: exact either way
         assert c.std_ns == pytest.approx(n.std_ns, rel=1e-9, abs=1e-6)
+
+
+def test_a_record_layout_the_c_code_does_not_read_falls_back_to_numpy(caplog) -> None:
+    lib = native.library()
+    if lib is None:
+        pytest.skip("the compiled record path is not built here")
+    fields = dict(LAYOUT.kernel_dtype.fields)
+    fields["name"] = (np.dtype(np.int32), fields["name"][1])  # a future struct change
+    changed = np.dtype(
+        {
+            "names": list(fields),
+            "formats": [f[0] for f in fields.values()],
+            "offsets": [f[1] for f in fields.values()],
+            "itemsize": LAYOUT.kernel_dtype.itemsize,
+        }
+    )
+    other = dataclasses.replace(LAYOUT, kernel_dtype=changed)
+    assert native.layout_array(other, lib) is None
+    assert "record layout is not the compiled path's" in caplog.text
+    raw = as_buffer(kernels([1, 2]))
+    decoded, records, whole = decode_buffer(raw, other)  # the numpy path, from dtypes
+    assert records == 2 and whole and len(decoded.kernels.correlation_id) == 2

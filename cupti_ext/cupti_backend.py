@@ -266,6 +266,7 @@ class CuptiBackend:
         self._unparsed_buffers = 0
         self._buffers_handled = 0
         self._last_collect: dict[str, float] = {}
+        self._fence_parts: dict[str, float] = {}
         self._failures: dict[str, int] = {}
         self._dropped_count = ctypes.c_size_t(0)
         self._profiler_enabled = _torch_profiler_probe()
@@ -456,22 +457,32 @@ class CuptiBackend:
         """
         c = self._c
         target = self._builder.fences_seen + 1
+        t0 = time.perf_counter()
         self._emit(encode_external_id(0, 0, False), marker)
         if self._memset is not None:
             # A memset's record exists once it ran; it runs on our own stream, which
             # holds nothing but tiny memsets, so waiting for it is short.
             self._memset.libcuda.cuStreamSynchronize(ctypes.c_void_p(self._memset.stream))
+        t1 = time.perf_counter()
         deadline = time.monotonic() + timeout_s
         c.activity_flush_all(1 if forced else 0)
-        while self._builder.fences_seen < target:
-            if time.monotonic() > deadline:
-                if forced:
-                    return False
-                forced = True
-                c.activity_flush_all(1)
-                deadline = time.monotonic() + timeout_s
-            time.sleep(0.0002)
-        return True
+        t2 = time.perf_counter()
+        try:
+            while self._builder.fences_seen < target:
+                if time.monotonic() > deadline:
+                    if forced:
+                        return False
+                    forced = True
+                    c.activity_flush_all(1)
+                    deadline = time.monotonic() + timeout_s
+                time.sleep(0.0002)
+            return True
+        finally:
+            self._fence_parts = {
+                "marker_ms": (t1 - t0) * 1e3,
+                "flush_ms": (t2 - t1) * 1e3,
+                "wait_ms": (time.perf_counter() - t2) * 1e3,
+            }
 
     def _release(self) -> None:
         """Stop every kind of record we asked for and hand over what is buffered.
@@ -659,12 +670,15 @@ class CuptiBackend:
                 self._fail("fence", TimeoutError("CUPTI buffers not delivered in time"))
             t1 = time.perf_counter()
             cupti_dropped = 0 if self._closed else self._cupti_dropped()
+            t2 = time.perf_counter()
             with self._lock:
                 received = self._builder.received
                 window = self._builder.take(self._section_names, cupti_dropped)
             self._last_collect = {
                 "fence_ms": (t1 - t0) * 1e3,
-                "take_ms": (time.perf_counter() - t1) * 1e3,
+                **(self._fence_parts if live else {}),
+                "dropped_query_ms": (t2 - t1) * 1e3,
+                "take_ms": (time.perf_counter() - t2) * 1e3,
                 "buffers_in_fence": float(self._buffers_handled - buffers0),
             }
             self._check_conflict(received)
@@ -678,8 +692,9 @@ class CuptiBackend:
 
     @property
     def last_collect(self) -> dict[str, float]:
-        """Where the last ``collect`` spent its time: the fence (marker, flush, the
-        buffers it handed over) and building the window."""
+        """Where the last ``collect`` spent its time: the fence (its marker, the flush
+        call, the wait for the buffers it handed over to be handled), CUPTI's dropped
+        count, and building the window."""
         return dict(self._last_collect)
 
     def _check_conflict(self, received: int) -> None:

@@ -242,6 +242,8 @@ class CuptiBackend:
         self._ext_kind = int(c.ExternalCorrelationKind.CUSTOM2)  # CUSTOM0/1 are Kineto's
         self._buffer_size = buffer_size
         self._lock = threading.Lock()
+        # Signalled by the buffer callbacks: a fence waits on it instead of polling.
+        self._delivered = threading.Condition(self._lock)
         self._builder = KernelWindowBuilder(
             self._ext_kind,
             ring=ring,
@@ -467,16 +469,21 @@ class CuptiBackend:
         deadline = time.monotonic() + timeout_s
         c.activity_flush_all(1 if forced else 0)
         t2 = time.perf_counter()
+
+        def seen() -> bool:
+            return self._builder.fences_seen >= target
+
         try:
-            while self._builder.fences_seen < target:
-                if time.monotonic() > deadline:
-                    if forced:
-                        return False
-                    forced = True
-                    c.activity_flush_all(1)
-                    deadline = time.monotonic() + timeout_s
-                time.sleep(0.0002)
-            return True
+            while True:
+                with self._delivered:
+                    if self._delivered.wait_for(seen, max(0.0, deadline - time.monotonic())):
+                        return True
+                if forced:
+                    return False
+                forced = True
+                # Never under our lock: a flush may run our callback in this thread.
+                c.activity_flush_all(1)
+                deadline = time.monotonic() + timeout_s
         finally:
             self._fence_parts = {
                 "marker_ms": (t1 - t0) * 1e3,
@@ -630,6 +637,7 @@ class CuptiBackend:
             decoded = decode_addresses(record_addresses(activities), self._layout)
             with self._lock:
                 self._builder.add(decoded, n)
+                self._delivered.notify_all()
         except Exception as e:
             self._fail("buffer", e)
 
@@ -645,6 +653,7 @@ class CuptiBackend:
                             "CUPTI buffer with an unexpected record layout; its tail is skipped"
                         )
                 self._builder.add(decoded, records)
+                self._delivered.notify_all()
         except Exception as e:
             self._fail("buffer", e)
 

@@ -11,6 +11,7 @@ cupti-python's record objects). Records use cupti-python's real dtypes.
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections import Counter
 from typing import Any, ClassVar
 
@@ -55,6 +56,9 @@ class FakeCupti:
         self.stream_ids: dict[int, int] = {}
         self.has_context = True
         """Whether a CUDA context is current (memset markers need one)."""
+        self.deliver_after_s: float | None = None
+        """Hand flushed buffers over on another thread this much later (None: at once,
+        in the flushing thread)."""
 
     # --- the API surface the backend calls ------------------------------------------
     def get_timestamp(self) -> int:
@@ -103,6 +107,13 @@ class FakeCupti:
             return
         data = b"".join(self.records)
         self.records = []
+        if self.deliver_after_s is not None:
+            # As CUPTI may: the buffer reaches the callback on its own thread, later.
+            threading.Timer(self.deliver_after_s, self._deliver, (data,)).start()
+            return
+        self._deliver(data)
+
+    def _deliver(self, data: bytes) -> None:
         if self.raw is not None:
             req, done = self.raw
             buf, size, maxr = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()

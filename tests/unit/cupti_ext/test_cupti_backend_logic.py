@@ -377,3 +377,16 @@ def test_collect_tells_where_its_time_went(backend, fake, names):
     assert parts["fence_ms"] >= parts["marker_ms"] + parts["flush_ms"]
     backend.collect()
     assert backend.last_collect["buffers_in_fence"] == 1  # the fence marker alone
+
+
+def test_a_fence_waits_for_buffers_cupti_hands_over_on_its_own_thread(
+    monkeypatch, backend, fake, names
+):
+    monkeypatch.setattr(CuptiBackend, "fence_timeout_s", 5.0)  # a loaded machine is slow
+    fake.deliver_after_s = 0.005
+    step(backend, fake, "step", names["gemm"], 3)
+    window = backend.collect()
+    assert window.records == 3
+    assert backend.last_collect["wait_ms"] >= 4  # the records came from the other thread
+    assert backend.last_collect["buffers_in_fence"] == 1
+    assert backend.failures == {}  # no timeout, no second flush

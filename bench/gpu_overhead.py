@@ -590,6 +590,7 @@ def record_processing_cost(repeats: int = 30) -> dict[str, Any]:
     from pacekeeper.cupti_ext.kernel_keys import KernelKeyTable
     from pacekeeper.cupti_ext.markers import MARKER_BYTES, MemsetMarkers
     from pacekeeper.cupti_ext.records import (
+        DecodeScratch,
         RecordLayout,
         decode_buffer,
         decode_span,
@@ -657,7 +658,8 @@ def record_processing_cost(repeats: int = 30) -> dict[str, Any]:
         decoded, n, _ = decode_buffer(raw, layout)
         b.add(decoded, n)
         if compiled:
-            walk_decode = best(lambda: decode_buffer(raw, layout), n)
+            scratch = DecodeScratch()  # as the backend decodes: into reused arrays
+            walk_decode = best(lambda: decode_buffer(raw, layout, scratch), n)
         else:
             offsets, _ = record_offsets(raw, layout)
             walk_decode = best(lambda: record_offsets(raw, layout), n) + best(

@@ -31,6 +31,7 @@ from .backend import KernelWindow
 from .kernel_keys import comm_pattern_from_env
 from .markers import MARKER_BYTES, MARKER_WORDS, MemsetMarkers
 from .records import (
+    DecodeScratch,
     RecordLayout,
     decode_addresses,
     decode_buffer,
@@ -244,6 +245,7 @@ class CuptiBackend:
         self._lock = threading.Lock()
         # Signalled by the buffer callbacks: a fence waits on it instead of polling.
         self._delivered = threading.Condition(self._lock)
+        self._scratch = DecodeScratch()
         self._builder = KernelWindowBuilder(
             self._ext_kind,
             ring=ring,
@@ -643,8 +645,8 @@ class CuptiBackend:
 
     def _on_bytes(self, raw: Any) -> None:
         try:
-            decoded, records, whole = decode_buffer(raw, self._layout)
-            with self._lock:
+            with self._lock:  # the scratch's arrays are reused buffer after buffer
+                decoded, records, whole = decode_buffer(raw, self._layout, self._scratch)
                 self._buffers_handled += 1
                 if not whole:
                     self._unparsed_buffers += 1

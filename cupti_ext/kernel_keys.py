@@ -166,6 +166,7 @@ class KernelKeyTable:
         # The compiled lookup's hash table mirrors ``_packed`` (value -1: empty slot).
         self._hkeys = np.zeros(64, np.uint64)
         self._hvals = np.full(64, -1, np.int64)
+        self._hptrs = (0, 0)  # their addresses, once the compiled path first runs
         self.overflowed = 0
         """Records mapped to the overflow key since creation."""
         self._overflow_id: int | None = None
@@ -255,21 +256,14 @@ class KernelKeyTable:
         kids = np.empty(n, np.int64)
         packed = np.empty(n, np.uint64)
 
+        args = (native.ptr(name), native.ptr(thr), n, int(self.bucket_shapes), _MAX_BUCKET)
+        out = (native.ptr(kids), native.ptr(packed))
+        if not self._hptrs[0]:
+            self._hptrs = (native.ptr(self._hkeys), native.ptr(self._hvals))
+
         def probe() -> int:
-            return int(
-                lib.lib.pk_lookup(
-                    native.ptr(name),
-                    native.ptr(thr),
-                    n,
-                    int(self.bucket_shapes),
-                    _MAX_BUCKET,
-                    native.ptr(self._hkeys),
-                    native.ptr(self._hvals),
-                    len(self._hkeys) - 1,
-                    native.ptr(kids),
-                    native.ptr(packed),
-                )
-            )
+            mask = len(self._hkeys) - 1
+            return int(lib.lib.pk_lookup(*args, *self._hptrs, mask, *out))
 
         if probe():
             # Kernels not seen before: named in Python once, then known to the table.
@@ -285,11 +279,12 @@ class KernelKeyTable:
                 size *= 2
             self._hkeys = np.zeros(size, np.uint64)
             self._hvals = np.full(size, -1, np.int64)
+            self._hptrs = (native.ptr(self._hkeys), native.ptr(self._hvals))
             for p, k in self._packed.items():
-                lib.lib.pk_insert(native.ptr(self._hkeys), native.ptr(self._hvals), size - 1, p, k)
-        lib.lib.pk_insert(
-            native.ptr(self._hkeys), native.ptr(self._hvals), len(self._hkeys) - 1, packed, kid
-        )
+                lib.lib.pk_insert(*self._hptrs, size - 1, p, k)
+        if not self._hptrs[0]:
+            self._hptrs = (native.ptr(self._hkeys), native.ptr(self._hvals))
+        lib.lib.pk_insert(*self._hptrs, len(self._hkeys) - 1, packed, kid)
 
     def _lookup_numpy(
         self, name_ptr: npt.NDArray[np.uint64], threads: npt.NDArray[np.int64]

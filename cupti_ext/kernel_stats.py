@@ -39,8 +39,9 @@ class RingStats:
 
     def _reset_arrays(self, capacity: int) -> None:
         self._rows: dict[int, int] = {}
-        # Compiled fold: group - base -> row, per base (-2 unknown yet, -1 refused).
-        self._dense: dict[int, npt.NDArray[np.int64]] = {}
+        # Compiled fold: group - base -> row, per base (-2 unknown yet, -1 refused),
+        # with the map's address.
+        self._dense: dict[int, tuple[npt.NDArray[np.int64], int]] = {}
         self._count: npt.NDArray[Any] = np.zeros(capacity, np.int64)
         self._sum: npt.NDArray[Any] = np.zeros(capacity, np.float64)
         self._sumsq: npt.NDArray[Any] = np.zeros(capacity, np.float64)
@@ -149,19 +150,21 @@ class RingStats:
         lo, hi = int(groups.min()), int(groups.max())
         if lo < 0 or hi >= _DENSE_MAX:
             return False
-        dense = self._dense.get(base)
-        if dense is None or hi >= len(dense):
+        known = self._dense.get(base)
+        if known is None or hi >= len(known[0]):
             grown = np.full(max(64, 2 * hi + 2), _UNKNOWN, np.int64)
-            if dense is not None:
-                grown[: len(dense)] = dense
-            dense = self._dense[base] = grown
+            if known is not None:
+                grown[: len(known[0])] = known[0]
+            known = self._dense[base] = (grown, native.ptr(grown))
+        dense, dense_ptr = known
         rows = np.empty(n, np.int64)
+        groups_ptr, rows_ptr = native.ptr(groups), native.ptr(rows)
         c = lib.lib
-        if c.pk_rows(native.ptr(groups), n, native.ptr(dense), len(dense), native.ptr(rows)):
+        if c.pk_rows(groups_ptr, n, dense_ptr, len(dense), rows_ptr):
             new = (rows == _UNKNOWN) if use is None else ((rows == _UNKNOWN) & use)
             for g in np.unique(groups[new]).tolist():
                 dense[g] = self._row(base + g)
-            c.pk_rows(native.ptr(groups), n, native.ptr(dense), len(dense), native.ptr(rows))
+            c.pk_rows(groups_ptr, n, dense_ptr, len(dense), rows_ptr)
         refused = rows < 0 if use is None else (rows < 0) & use
         self.refused += int(np.count_nonzero(refused))
         dur = np.ascontiguousarray(durations, np.float64)
@@ -170,7 +173,7 @@ class RingStats:
             state = (self._count, self._sum, self._sumsq, self._min, self._max, self._samples)
             self._pointers = tuple(native.ptr(a) for a in state)
         c.pk_fold(
-            native.ptr(rows),
+            rows_ptr,
             native.ptr(dur),
             None if mask is None else native.ptr(mask),
             n,

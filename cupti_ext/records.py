@@ -255,14 +255,20 @@ def decode_span(raw: U8, offsets: I64, layout: RecordLayout) -> DecodedBuffer:
     )
 
 
-def decode_buffer(raw: U8, layout: RecordLayout) -> tuple[DecodedBuffer, int, bool]:
+def decode_buffer(
+    raw: U8, layout: RecordLayout, scratch: DecodeScratch | None = None
+) -> tuple[DecodedBuffer, int, bool]:
     """Walk and decode one buffer's valid bytes: (records we use, how many records the
     walk found, whether it ended exactly at the end). Compiled where built (native.py),
-    else ``record_offsets`` and ``decode_span``."""
+    else ``record_offsets`` and ``decode_span``.
+
+    With a ``scratch``, the compiled path writes into its arrays and the result's
+    arrays are views of them: valid only until the next call with the same scratch.
+    """
     lib = native.library()
     values = None if lib is None else native.layout_array(layout, lib)
     if lib is not None and values is not None:
-        return _decode_native(raw, lib, values)
+        return _decode_native(raw, lib, values, scratch or DecodeScratch())
     offsets, whole = record_offsets(raw, layout)
     return decode_span(raw, offsets, layout), len(offsets), whole
 
@@ -286,22 +292,45 @@ assert len(_OUT_DTYPES) == native.OUT_FIELDS
 _SMALLEST_RECORD = 24  # an external-correlation record
 
 
+class DecodeScratch:
+    """The compiled decoder's output arrays, carved from one block and reused from one
+    buffer to the next (their addresses are computed once, not per call)."""
+
+    def __init__(self) -> None:
+        self._cap = 0
+        self.outs: list[npt.NDArray[Any]] = []
+        self.pointers: Any = None
+        self.counts = np.zeros(native.COUNT_FIELDS, np.int64)
+        self.counts_ptr = native.ptr(self.counts)
+
+    def ensure(self, cap: int) -> None:
+        if cap <= self._cap:
+            return
+        # A multiple of 8, so every array starts 8-byte aligned within the block.
+        cap = -(-max(cap, 2 * self._cap) // 8) * 8
+        widths = [np.dtype(d).itemsize for d in _OUT_DTYPES]
+        block = np.empty(cap * sum(widths), np.uint8)
+        base = native.ptr(block)
+        outs, addresses, offset = [], [], 0
+        for dtype, width in zip(_OUT_DTYPES, widths, strict=True):
+            outs.append(block[offset : offset + cap * width].view(dtype))
+            addresses.append(base + offset)
+            offset += cap * width
+        self.outs = outs
+        self.pointers = (ctypes.c_void_p * len(outs))(*addresses)
+        self._cap = cap
+
+
 def _decode_native(
-    raw: U8, lib: Any, layout: npt.NDArray[np.int32]
+    raw: U8, lib: Any, layout: npt.NDArray[np.int32], scratch: DecodeScratch
 ) -> tuple[DecodedBuffer, int, bool]:
     cap = len(raw) // _SMALLEST_RECORD + 1
-    outs: list[npt.NDArray[Any]] = [np.empty(cap, dtype) for dtype in _OUT_DTYPES]
-    pointers = (ctypes.c_void_p * len(outs))(*(int(a.ctypes.data) for a in outs))
-    counts = np.zeros(native.COUNT_FIELDS, np.int64)
+    scratch.ensure(cap)
+    outs = scratch.outs
     lib.lib.pk_decode(
-        int(raw.ctypes.data),
-        len(raw),
-        int(layout.ctypes.data),
-        pointers,
-        cap,
-        int(counts.ctypes.data),
+        native.ptr(raw), len(raw), native.ptr(layout), scratch.pointers, cap, scratch.counts_ptr
     )
-    nk, nm, ne, na, incomplete, records, whole = (int(c) for c in counts)
+    nk, nm, ne, na, incomplete, records, whole = scratch.counts.tolist()
     decoded = DecodedBuffer(
         kernels=KernelBatch(
             correlation_id=outs[0][:nk],

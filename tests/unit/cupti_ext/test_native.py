@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pacekeeper.cupti_ext import native
 from pacekeeper.cupti_ext.kernel_keys import KernelKeyTable
 from pacekeeper.cupti_ext.kernel_stats import RingStats
-from pacekeeper.cupti_ext.records import decode_buffer
+from pacekeeper.cupti_ext.records import DecodeScratch, decode_buffer
 
 T = TypeVar("T")
 
@@ -215,3 +215,17 @@ def test_a_record_layout_the_c_code_does_not_read_falls_back_to_numpy(caplog) ->
     raw = as_buffer(kernels([1, 2]))
     decoded, records, whole = decode_buffer(raw, other)  # the numpy path, from dtypes
     assert records == 2 and whole and len(decoded.kernels.correlation_id) == 2
+
+
+def test_a_reused_scratch_decodes_each_buffer_as_a_fresh_one_would() -> None:
+    if native.library() is None:
+        pytest.skip("the compiled record path is not built here")
+    scratch = DecodeScratch()
+    small = as_buffer(kernels([1, 2], name_ptr=5), memset(3, 9))
+    large = as_buffer(*(kernels(list(range(i * 50, i * 50 + 50)), dur_ns=i + 1) for i in range(40)))
+    for raw in (small, large, small):  # grows, then reuses the larger arrays
+        reused = decode_buffer(raw, LAYOUT, scratch)
+        assert reused[1:] == decode_buffer(raw, LAYOUT)[1:]
+        assert_same_decoded(reused[0], decode_buffer(raw, LAYOUT)[0])
+        for a in (reused[0].kernels.duration_ns, reused[0].memset_bytes):
+            assert a.ctypes.data % 8 == 0  # every array 8-byte aligned in the block

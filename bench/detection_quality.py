@@ -22,7 +22,7 @@ from rich.console import Console
 
 from pacekeeper.controller.policy import Mode
 from pacekeeper.controller.simulation.commands import quality_table
-from pacekeeper.controller.simulation.models import ModelParams
+from pacekeeper.controller.simulation.models import JobSimulator, ModelParams
 from pacekeeper.controller.simulation.presets import simulation_policy
 from pacekeeper.controller.simulation.quality import Quality, combine
 from pacekeeper.controller.simulation.runner import simulate
@@ -34,13 +34,25 @@ KERNELS_AT: dict[int, int] = {}
 each rank's baselines were updated one key at a time (~15 us each); vectorized, 200
 kernels at 16,384 ranks take ~5 s per simulated report window."""
 
-Task = tuple[int, str, int, float]
+Task = tuple[int, str, int, float, float, int | None]
+"""ranks, scenario, seed, duration, step time, fixed kernel sampling (None: the rule)."""
 MODE = Mode.DRY_RUN
 
 
+def params_for(ranks: int, step_s: float, sample_every: int | None = None) -> ModelParams:
+    """The job at ``step_s`` per step; compute stays 80% of the step, as by default."""
+    base = ModelParams()
+    return ModelParams(
+        kernels=KERNELS_AT.get(ranks, 200),
+        step_s=step_s,
+        compute_s=base.compute_s * step_s / base.step_s,
+        kernel_sample_every=sample_every,
+    )
+
+
 def run_one(task: Task) -> tuple[Task, dict[str, Quality], float]:
-    ranks, name, seed, duration = task
-    params = ModelParams(kernels=KERNELS_AT.get(ranks, 200))
+    ranks, name, seed, duration, step_s, sample_every = task
+    params = params_for(ranks, step_s, sample_every)
     t0 = time.perf_counter()
     policy = simulation_policy(MODE)
     out = simulate(name, ranks, duration, seed, policy=policy, params=params)
@@ -57,16 +69,32 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="processes (one run each)")
     ap.add_argument("--mode", choices=["dry-run", "enforce"], default="dry-run")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument(
+        "--step-s",
+        type=float,
+        default=ModelParams().step_s,
+        help="step time; kernels are sampled as the CUPTI backend would (cupti_ext.sampling)",
+    )
+    ap.add_argument(
+        "--kernel-sample-every",
+        type=int,
+        default=None,
+        help="trace kernels in one step in N instead (a fixed N, for comparison)",
+    )
     args = ap.parse_args()
     global MODE
     MODE = Mode(args.mode)
     console = Console(width=132)
 
+    def sample_every_at(ranks: int) -> int:
+        params = params_for(ranks, args.step_s, args.kernel_sample_every)
+        return JobSimulator(1, params=params).kernel_sample_every
+
     def seeds_at(ranks: int) -> int:
         return int(args.seeds_16k if ranks >= 16384 and args.seeds_16k else args.seeds)
 
     tasks = [
-        (r, s, seed, args.duration)
+        (r, s, seed, args.duration, args.step_s, args.kernel_sample_every)
         for r in args.ranks
         for s in args.scenarios
         for seed in range(seeds_at(r))
@@ -90,7 +118,10 @@ def main() -> None:
         rows: list[tuple[str, str, Quality]] = []
         per_detector: dict[str, list[Quality]] = {}
         for name in args.scenarios:
-            runs = [done[(ranks, name, seed, args.duration)] for seed in range(seeds_at(ranks))]
+            runs = [
+                done[(ranks, name, seed, args.duration, args.step_s, args.kernel_sample_every)]
+                for seed in range(seeds_at(ranks))
+            ]
             for det in runs[0][0]:
                 q = combine(r[0][det] for r in runs)
                 per_detector.setdefault(det, []).append(q)
@@ -103,6 +134,8 @@ def main() -> None:
                         "seeds": seeds_at(ranks),
                         "durationS": args.duration,
                         "kernels": kernels,
+                        "stepS": args.step_s,
+                        "kernelSampleEvery": sample_every_at(ranks),
                         "mode": args.mode,
                         "wallS": round(sum(r[1] for r in runs), 1),
                         **q.to_dict(),

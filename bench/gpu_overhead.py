@@ -782,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
         "ours_i1_markers": lambda: Ours("ours_i1_markers", 1, decode=False),
         "nvrx": Nvrx,
     }
-    from pacekeeper.cupti_ext.cupti_backend import DEFAULT_SAMPLE_EVERY
+    from pacekeeper.cupti_ext.sampling import START_SAMPLE_EVERY
 
     result: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
@@ -800,7 +800,9 @@ def main(argv: list[str] | None = None) -> int:
             "order": "ABBA",
             "flush_in_block": True,
         },
-        "ours_default_sample_every": DEFAULT_SAMPLE_EVERY,
+        # No window is collected while a mode is measured, so the per-window rule
+        # stays at its first N throughout.
+        "ours_default_sample_every": START_SAMPLE_EVERY,
         "workloads": {},
     }
     with single_rank_group():

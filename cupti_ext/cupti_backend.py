@@ -38,14 +38,14 @@ from .records import (
     memory_view,
     record_addresses,
 )
+from .sampling import START_SAMPLE_EVERY, next_sample_every
 from .window_builder import KernelWindowBuilder
 
 logger = logging.getLogger(__name__)
 
 SAMPLE_EVERY_ENV = "PACEKEEPER_KERNEL_SAMPLE_EVERY"
-DEFAULT_SAMPLE_EVERY = 32
-"""Trace kernels in one of this many outermost section entries (see docs/kernel-timing.md
-for the measured overhead and the detection quality behind the choice)."""
+"""``auto`` (the default: chosen per window, sampling.py) or a fixed N: trace kernels in
+one of N outermost section entries."""
 
 INJECTION_ENV = ("CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID", "NV_NSIGHT_INJECTION")
 _MARKER_CANDIDATES = ("cuDriverGetVersion", "cuDeviceGetCount")
@@ -190,14 +190,15 @@ def marker_modes_from_env(environ: dict[str, str] | None = None) -> tuple[str, .
     return (raw, *(m for m in AUTO_MARKERS if m != raw))
 
 
-def sample_every_from_env(environ: dict[str, str] | None = None) -> int:
+def sample_every_from_env(environ: dict[str, str] | None = None) -> int | None:
+    """A fixed N from the environment, or None for the adaptive rule (unset, ``auto``)."""
     raw = (os.environ if environ is None else environ).get(SAMPLE_EVERY_ENV, "").strip()
-    if not raw:
-        return DEFAULT_SAMPLE_EVERY
+    if raw.lower() in ("", "auto"):
+        return None
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"{SAMPLE_EVERY_ENV}={raw!r} is not an integer") from None
+        raise ValueError(f"{SAMPLE_EVERY_ENV}={raw!r} is not an integer or 'auto'") from None
     if value < 1:
         raise ValueError(f"{SAMPLE_EVERY_ENV}={value} must be >= 1")
     return value
@@ -227,11 +228,16 @@ class CuptiBackend:
         cupti_module: Any = None,
         libcuda: Any = None,
         raw_buffers: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.sample_every = sample_every_from_env() if sample_every is None else sample_every
+        fixed = sample_every_from_env() if sample_every is None else sample_every
         self._modes = marker_modes_from_env()
-        if self.sample_every < 1:
-            raise ValueError(f"sample_every={self.sample_every} must be >= 1")
+        if fixed is not None and fixed < 1:
+            raise ValueError(f"sample_every={fixed} must be >= 1")
+        self.adaptive_sampling = fixed is None
+        """True when N follows each window's measured cost (sampling.py)."""
+        self.sample_every = START_SAMPLE_EVERY if fixed is None else fixed
+        """Trace kernels in one of this many outermost section entries (now)."""
         tool = injected_tool()
         if tool is not None:
             raise CuptiConflict(f"another CUPTI tool is injected ({tool} is set)")
@@ -260,6 +266,10 @@ class CuptiBackend:
         # hot-path state (training thread)
         self._depth = 0
         self._entries = 0
+        self._window_entries = 0
+        self._window_traced = 0
+        self._clock = clock
+        self._window_started = clock()
         self._serial = 0
         self._active = False
         self._gated = False  # kernel (and memset) records switched on by a section
@@ -572,6 +582,7 @@ class CuptiBackend:
             self._depth = depth + 1
             if depth == 0:
                 self._entries += 1
+                self._window_entries += 1
                 self._active = False
                 self._stack.clear()  # what a failed entry may have left behind
                 if self._closed or (self._entries - 1) % self.sample_every:
@@ -580,6 +591,7 @@ class CuptiBackend:
                     return
                 self._gate(True)
                 self._active = True
+                self._window_traced += 1
             elif not self._active:
                 return
             self._serial += 1
@@ -694,12 +706,36 @@ class CuptiBackend:
             }
             self._check_conflict(received)
             self._markers_sent = 0
+            self._resample(window)
             if window.dropped_records:
                 logger.warning("kernel records dropped", extra={"dropped": window.dropped_records})
             return window
         except Exception as e:
             self._fail("collect", e)
             return KernelWindow()
+
+    def _resample(self, window: KernelWindow) -> None:
+        """Choose N for the next window from what this one's tracing cost."""
+        now = self._clock()
+        entries, traced = self._window_entries, self._window_traced
+        elapsed, self._window_started = now - self._window_started, now
+        self._window_entries = self._window_traced = 0
+        if not self.adaptive_sampling:
+            return
+        kernels = window.records + window.comm_records + window.unattributed_records
+        before = self.sample_every
+        self.sample_every = next_sample_every(
+            current=before,
+            entries=entries,
+            traced_entries=traced,
+            traced_kernels=kernels,
+            elapsed_s=elapsed,
+        )
+        if self.sample_every != before:
+            logger.info(
+                "kernel sampling adjusted",
+                extra={"sample_every": self.sample_every, "was": before, "entries": entries},
+            )
 
     @property
     def last_collect(self) -> dict[str, float]:
@@ -805,7 +841,6 @@ def _torch_profiler_probe() -> Callable[[], bool] | None:
 
 
 __all__ = [
-    "DEFAULT_SAMPLE_EVERY",
     "MARKER_ENV",
     "CuptiBackend",
     "CuptiConflict",

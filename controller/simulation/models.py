@@ -24,6 +24,8 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from pacekeeper.cupti_ext.sampling import sample_every_for
+
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 
@@ -78,6 +80,10 @@ class ModelParams:
     gc_max_s: float = 0.5
     seq_sensitive_share: float = 0.3
     """Share of compute kernels whose time scales with the step's sequence lengths."""
+    kernel_sample_every: int | None = None
+    """Kernels are traced in one step in this many; None: the CUPTI backend's own rule
+    (cupti_ext.sampling) for a job whose step is one traced section. The default job
+    (2 s steps, ~470 kernels) gets 1: every step traced."""
 
 
 class FaultKind(StrEnum):
@@ -219,6 +225,12 @@ class JobSimulator:
         self.exact_kernels = exact_kernels
         self.rng = np.random.default_rng(seed)
         self._static = self._draw_static()
+        if self.p.kernel_sample_every is not None and self.p.kernel_sample_every < 1:
+            raise ValueError(f"kernel_sample_every must be >= 1, got {self.p.kernel_sample_every}")
+        self.kernel_sample_every = self.p.kernel_sample_every or sample_every_for(
+            kernels_per_entry=float(self._static.kernel_per_step.sum()),
+            entry_interval_s=self.p.step_s,
+        )
         self._throttled = np.zeros(ranks, dtype=bool)
         self._step = 0
         self._window = 0
@@ -330,7 +342,16 @@ class JobSimulator:
             axis=1,
         )
 
-        med, cnt, tot = self._kernels(plain_mult, seq_mult, last_stage, steps)
+        traced = (self._step + np.arange(steps)) % self.kernel_sample_every == 0
+        if traced.all():  # every step traced: no selection (and the same draws as ever)
+            med, cnt, tot = self._kernels(plain_mult, seq_mult, last_stage, steps)
+        elif traced.any():
+            k_plain, k_seq = plain_mult[:, traced], seq_mult[:, traced]
+            med, cnt, tot = self._kernels(k_plain, k_seq, last_stage, int(traced.sum()))
+        else:  # no traced step in this window: no kernel samples at all
+            k = p.kernels + (len(LAST_STAGE_KERNEL_NAMES) if last_stage is not None else 0)
+            med, tot = np.full((n, k), np.nan), np.zeros((n, k))
+            cnt = np.zeros((n, k), dtype=np.int64)
         # Communication kernels spin while waiting for peers, so they carry the wait.
         sync_ns = (wait_s + comm_s) * 1e9
         shares = np.array([0.8, 0.2])

@@ -390,3 +390,51 @@ def test_a_fence_waits_for_buffers_cupti_hands_over_on_its_own_thread(
     assert backend.last_collect["wait_ms"] >= 4  # the records came from the other thread
     assert backend.last_collect["buffers_in_fence"] == 1
     assert backend.failures == {}  # no timeout, no second flush
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_sampling_adapts_to_what_the_last_window_cost(monkeypatch, fake, libcuda, names):
+    monkeypatch.delenv("PACEKEEPER_KERNEL_SAMPLE_EVERY", raising=False)
+    clock = Clock()
+    b = CuptiBackend(cupti_module=fake, libcuda=libcuda, clock=clock)
+    try:
+        assert b.adaptive_sampling and b.sample_every == 32
+        # Slow steps: 64 entries over 120 s, 3 kernels each: tracing every one is cheap.
+        for _ in range(64):
+            step(b, fake, "step", names["gemm"], 3)
+        clock.now += 120.0
+        assert b.collect().records == 2 * 3  # entries 0 and 32
+        assert b.sample_every == 1
+        # Fast steps: 300 entries of 10 kernels in 50 ms: one in many.
+        for _ in range(300):
+            step(b, fake, "step", names["relu"], 10)
+        clock.now += 0.05
+        assert b.collect().records == 300 * 10
+        assert b.sample_every > 100
+        assert b.failures == {}
+    finally:
+        b.shutdown()
+
+
+@pytest.mark.parametrize("setting", [("auto", True, 32), ("7", False, 7)])
+def test_sampling_is_fixed_only_when_asked(monkeypatch, fake, libcuda, names, setting):
+    env, adaptive, n = setting
+    monkeypatch.setenv("PACEKEEPER_KERNEL_SAMPLE_EVERY", env)
+    clock = Clock()
+    b = CuptiBackend(cupti_module=fake, libcuda=libcuda, clock=clock)
+    try:
+        assert (b.adaptive_sampling, b.sample_every) == (adaptive, n)
+        for _ in range(50):
+            step(b, fake, "step", names["gemm"], 1)
+        clock.now += 600.0
+        b.collect()
+        assert b.sample_every == (1 if adaptive else 7)
+    finally:
+        b.shutdown()

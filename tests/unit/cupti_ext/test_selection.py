@@ -92,6 +92,11 @@ def test_none_is_honoured_even_with_a_gpu(gpu):
     [
         ("PACEKEEPER_KERNEL_MARKER", "nvtx", "PACEKEEPER_KERNEL_MARKER='nvtx' is not one of"),
         ("PACEKEEPER_KERNEL_SAMPLE_EVERY", "0", "PACEKEEPER_KERNEL_SAMPLE_EVERY=0 must be >= 1"),
+        (
+            "PACEKEEPER_KERNEL_SAMPLE_EVERY",
+            "often",
+            "PACEKEEPER_KERNEL_SAMPLE_EVERY='often' is not an integer or 'auto'",
+        ),
         ("PACEKEEPER_COMM_KERNEL_PATTERN", "nccl(", "PACEKEEPER_COMM_KERNEL_PATTERN='nccl\\('"),
     ],
 )

@@ -179,3 +179,33 @@ def test_stall_and_gc_durations_follow_their_documented_laws() -> None:
     assert stall == pytest.approx(hit.stall_mean_s * math.log(2), rel=0.05)
     gc = np.median(b.section_median_s[:, FB] - a.section_median_s[:, FB])
     assert gc == pytest.approx((hit.gc_min_s + hit.gc_max_s) / 2, abs=0.02)
+
+
+def test_the_default_job_is_traced_every_step_as_the_backend_would() -> None:
+    sim = JobSimulator(8, seed=1)
+    assert sim.kernel_sample_every == 1
+    w = sim.next_window()
+    steps = int(sim.p.window_s // sim.p.step_s)
+    compute = slice(0, sim.p.kernels)
+    assert (w.kernel_count[:, compute] == sim._static.kernel_per_step * steps).all()
+
+
+def test_a_fast_step_job_is_sampled_and_its_kernel_counts_show_it() -> None:
+    fast = ModelParams(kernels=200, step_s=0.1, compute_s=0.08)
+    sim = JobSimulator(8, params=fast, seed=2)
+    n = sim.kernel_sample_every
+    assert n > 1  # ~470 kernels every 100 ms: tracing them all would cost ~0.9%
+    w = sim.next_window()
+    traced = -(-int(fast.window_s // fast.step_s) // n)  # steps 0, n, 2n, ... of the window
+    per_step = sim._static.kernel_per_step
+    assert (w.kernel_count[:, : fast.kernels] == per_step * traced).all()
+    assert np.isfinite(w.kernel_median_ns[:, : fast.kernels]).all()
+
+
+def test_a_window_without_a_traced_step_has_no_kernel_samples() -> None:
+    rare = ModelParams(kernels=6, kernel_sample_every=100)  # 30 steps per window
+    sim = JobSimulator(4, params=rare, seed=3)
+    first, second = sim.next_window(), sim.next_window()
+    assert (first.kernel_count[:, :6] == sim._static.kernel_per_step).all()  # step 0
+    assert (second.kernel_count[:, :6] == 0).all()
+    assert np.isnan(second.kernel_median_ns[:, :6]).all()

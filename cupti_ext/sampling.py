@@ -1,0 +1,73 @@
+"""Which outermost section entries get their kernels traced: a pure rule per window.
+
+Tracing costs per traced entry a fixed part (switching records on and off, two
+markers) and a part per kernel (CUPTI's record and ours), both measured on the H200
+(docs/performance.md). A fixed "one entry in N" cannot suit every job: one N that keeps
+a 10 ms launch-bound step under budget leaves a 2 s step with under one traced step per
+60 s window, so its GPU score would come and go. So N is chosen each window from what
+the last one cost: the largest share of entries that keeps tracing under ``budget`` of
+wall time, given the kernels per traced entry and the entry rate just seen. Slow steps
+end up traced every time, fast launch-bound steps one in ~35.
+
+Nothing here touches CUPTI or a clock; the backend feeds it counts, and the simulator
+applies the same rule to its jobs (controller/simulation), so the detection-quality
+benchmark runs at the sampling a real job would get.
+"""
+
+from __future__ import annotations
+
+import math
+
+BUDGET = 0.003
+"""Target share of wall time spent on kernel tracing (0.3%)."""
+ENTRY_COST_S = 60e-6
+"""Fixed cost of a traced entry on the training thread (start + stop, memset markers:
+21 + 38 us medians on the H200)."""
+KERNEL_COST_S = 1.7e-6
+"""Cost of tracing one kernel: CUPTI's record and ours (1.5-1.7 us per kernel at
+interval 1 on the H200's launch-bound step)."""
+START_SAMPLE_EVERY = 32
+"""N for the first window, before anything was measured."""
+MAX_SAMPLE_EVERY = 1024
+
+
+def next_sample_every(
+    *,
+    current: int,
+    entries: int,
+    traced_entries: int,
+    traced_kernels: int,
+    elapsed_s: float,
+    budget: float = BUDGET,
+) -> int:
+    """N for the next window, from this window's outermost entries (all, and traced),
+    the kernels traced in them, and the window's wall time."""
+    if entries <= 0 or elapsed_s <= 0:
+        return current  # nothing to learn from
+    if traced_entries <= 0:
+        # Fewer entries than N: none traced, so no cost measured. Trace about two per
+        # window next time; their cost then sets N.
+        return max(1, min(current, entries // 2))
+    per_entry_s = ENTRY_COST_S + KERNEL_COST_S * traced_kernels / traced_entries
+    cost_if_all = per_entry_s * entries / elapsed_s
+    return int(min(MAX_SAMPLE_EVERY, max(1, math.ceil(cost_if_all / budget))))
+
+
+def sample_every_for(
+    *, kernels_per_entry: float, entry_interval_s: float, budget: float = BUDGET
+) -> int:
+    """The N the rule settles on for a steady job (one entry every ``entry_interval_s``
+    with ``kernels_per_entry`` kernels each)."""
+    per_entry_s = ENTRY_COST_S + KERNEL_COST_S * kernels_per_entry
+    return int(min(MAX_SAMPLE_EVERY, max(1, math.ceil(per_entry_s / entry_interval_s / budget))))
+
+
+__all__ = [
+    "BUDGET",
+    "ENTRY_COST_S",
+    "KERNEL_COST_S",
+    "MAX_SAMPLE_EVERY",
+    "START_SAMPLE_EVERY",
+    "next_sample_every",
+    "sample_every_for",
+]

@@ -130,7 +130,12 @@ def layout_array(layout: Any, lib: NativeLib) -> npt.NDArray[np.int32] | None:
     ):
         for name, expected in fields:
             field = (dtype.fields or {}).get(name)
-            if field is None or field[0] != np.dtype(expected):
+            # The C code reads each field at its offset inside a record of itemsize bytes.
+            if (
+                field is None
+                or field[0] != np.dtype(expected)
+                or field[1] + field[0].itemsize > dtype.itemsize
+            ):
                 logger.warning(
                     "cupti-python's record layout is not the compiled path's; using numpy",
                     extra={"field": name, "dtype": str(dtype)},

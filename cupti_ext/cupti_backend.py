@@ -265,7 +265,9 @@ class CuptiBackend:
         self._section_names: list[str] = []
         # hot-path state (training thread)
         self._depth = 0
-        self._entries = 0
+        # Outermost entries per section id: each section is sampled on its own count,
+        # so a loop of several sections is not traced in one of them only.
+        self._entry_counts: dict[int, int] = {}
         self._window_entries = 0
         self._window_traced = 0
         self._clock = clock
@@ -581,11 +583,13 @@ class CuptiBackend:
             depth = self._depth
             self._depth = depth + 1
             if depth == 0:
-                self._entries += 1
                 self._window_entries += 1
                 self._active = False
                 self._stack.clear()  # what a failed entry may have left behind
-                if self._closed or (self._entries - 1) % self.sample_every:
+                sid = self._section_id(section)
+                seen = self._entry_counts.get(sid, 0)
+                self._entry_counts[sid] = seen + 1
+                if self._closed or seen % self.sample_every:
                     return
                 if self._profiler_busy():
                     return

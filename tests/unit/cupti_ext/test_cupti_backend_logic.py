@@ -120,6 +120,23 @@ def test_one_outermost_entry_in_n_is_traced(fake, names, marker):
         b.shutdown()
 
 
+def test_sections_taking_turns_are_each_sampled_on_their_own_count(fake, libcuda, names):
+    # forward and backward as separate outermost sections, one in 2 traced: a count
+    # over all entries would trace forward every time and backward never.
+    b = CuptiBackend(cupti_module=fake, libcuda=libcuda, sample_every=2)
+    try:
+        for _ in range(4):
+            step(b, fake, "forward", names["gemm"], 1)
+            step(b, fake, "backward", names["relu"], 1)
+        w = b.collect()
+        assert {s: short(k) for s, k in w.sections.items()} == {
+            "forward": {"gemm": 2},
+            "backward": {"relu": 2},
+        }
+    finally:
+        b.shutdown()
+
+
 def test_communication_kernels_are_counted_and_left_out(backend, fake, names):
     backend.start("step")
     fake.launch(names["gemm"])

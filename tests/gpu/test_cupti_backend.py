@@ -215,3 +215,28 @@ def test_dynamic_shapes_stay_within_the_key_bound(marker):
         assert sum(s.num for s in window.kernels.values()) == window.records
     finally:
         b.shutdown()
+
+
+def test_sampling_follows_what_tracing_cost_in_the_last_window(monkeypatch, x):
+    monkeypatch.delenv("PACEKEEPER_KERNEL_SAMPLE_EVERY", raising=False)
+    import time
+
+    b = CuptiBackend()
+    try:
+        assert b.adaptive_sampling and b.sample_every == 32
+        for _ in range(64):  # short entries, 15 kernels each: tracing all would cost a lot
+            b.start("step")
+            add_kernels(x, 15)
+            b.stop("step")
+        assert collect(b).records == 2 * 15
+        assert b.sample_every > 32
+        for _ in range(3):  # slow entries: two windows to settle (none traced in the first)
+            for _ in range(8):
+                b.start("step")
+                add_kernels(x, 3)
+                time.sleep(0.05)
+                b.stop("step")
+            collect(b)
+        assert b.sample_every == 1
+    finally:
+        b.shutdown()

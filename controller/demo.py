@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
 
@@ -135,12 +135,14 @@ def _heatmap(reports: list[Any], decisions: list[Decision], config: E2EConfig) -
         imbalance=False,
     )
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    return heatmap(
-        rec,
-        truth,
-        config.out_dir / "heatmap.png",
-        title=f"demo: rank {config.slow_rank} slowed (> marks it; x would-be action)",
-        time_label="minutes since the first report",
+    return Path(
+        heatmap(
+            rec,
+            truth,
+            config.out_dir / "heatmap.png",
+            title=f"demo: rank {config.slow_rank} slowed (> marks it; x would-be action)",
+            time_label="minutes since the first report",
+        )
     )
 
 
@@ -178,7 +180,8 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
     try:
         # What an annotated job's environment carries: the ranks need no other wiring.
         os.environ["PACEKEEPER_REPORTER"] = "ray"
-        os.environ["PACEKEEPER_RAY_ADDRESS"] = str(ctx.address_info["gcs_address"])
+        info = cast(Any, ctx).address_info  # ray's typing of the context omits it
+        os.environ["PACEKEEPER_RAY_ADDRESS"] = str(info["gcs_address"])
         os.environ["PACEKEEPER_JOB_NAME"] = JOB_NAME
         from pacekeeper.detector.reporters.ray_scoreboard import get_scoreboard
 
@@ -288,5 +291,4 @@ def describe(d: Decision) -> str:
 
 
 def _dedupe(lines: list[str]) -> list[str]:
-    seen: set[str] = set()
-    return [x for x in lines if not (x in seen or seen.add(x))]
+    return list(dict.fromkeys(lines))  # first occurrences, in order

@@ -164,7 +164,7 @@ def build_registry(reconciler: Reconciler, config: OperatorConfig, api_client: A
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def _report_event(
-        event: dict[str, Any], body: Any, namespace: str, name: str, **_: Any
+        *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, **_: Any
     ) -> None:
         key = JobKey(f"{namespace}/{name}")
         if "queue" not in state:
@@ -184,7 +184,7 @@ def build_registry(reconciler: Reconciler, config: OperatorConfig, api_client: A
     @kopf.on.event(
         "", "v1", "pods", annotations={DETECT_ANNOTATION: kopf.PRESENT}, registry=registry
     )
-    async def _pod_event(event: dict[str, Any], body: Any, **_: Any) -> None:
+    async def _pod_event(*, event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
         if reconciler.cache is not None:
             reconciler.cache.put_pod(event.get("type"), body)
         key = _job_of_pod(body)
@@ -192,7 +192,7 @@ def build_registry(reconciler: Reconciler, config: OperatorConfig, api_client: A
             queue().add(key, delay_s=1.0)  # pods come in bursts: let them settle
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def _node_event(event: dict[str, Any], body: Any, **_: Any) -> None:
+    async def _node_event(*, event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
         if reconciler.cache is not None:
             reconciler.cache.put_node(event.get("type"), body)
 

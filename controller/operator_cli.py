@@ -11,8 +11,10 @@ operator_app = typer.Typer(no_args_is_help=True, help="Run the remediation contr
 
 
 def _api_client(kubeconfig: Path | None) -> Any:
-    from kubernetes import client, config
+    from kubernetes import client
+    from kubernetes import config as kube_config
 
+    config: Any = kube_config  # untyped in the kubernetes package
     if kubeconfig is not None:
         return config.new_client_from_config(config_file=str(kubeconfig))
     try:

@@ -147,13 +147,13 @@ class Reconciler:
 
     def _pods(self, namespace: str) -> list[dict[str, Any]]:
         if self.cache is not None and self.cache.primed:
-            return self.cache.pods(namespace)
-        return self.source.list_pods(namespace)
+            return list(self.cache.pods(namespace))
+        return list(self.source.list_pods(namespace))
 
     def _nodes(self) -> list[dict[str, Any]]:
         if self.cache is not None and self.cache.primed:
-            return self.cache.nodes()
-        return self.source.list_nodes()
+            return list(self.cache.nodes())
+        return list(self.source.list_nodes())
 
     def _reconcile_once(self, key: JobKey) -> ReconcileResult | None:
         from kubernetes.client.exceptions import ApiException

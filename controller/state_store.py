@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pacekeeper.controller.decisions import Decision
 from pacekeeper.controller.observations import JobKey
@@ -105,7 +105,7 @@ class StateStore:
                 raise
             self._cluster_rv = None
             return ClusterState()
-        cm = json.loads(resp.data or b"{}")
+        cm = json.loads(cast(bytes, resp.data) or b"{}")
         self._cluster_rv = (cm.get("metadata") or {}).get("resourceVersion")
         raw = (cm.get("data") or {}).get(STATE_KEY)
         if not raw:
@@ -134,7 +134,10 @@ class StateStore:
         if self._cluster_rv is None:
             try:
                 resp = self._core.create_namespaced_config_map(
-                    self.namespace, body, _preload_content=False, _request_timeout=self._timeout
+                    self.namespace,
+                    cast(Any, body),  # the client takes plain dicts too
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
                 )
             except ApiException as e:
                 if e.status == 409:
@@ -143,10 +146,10 @@ class StateStore:
         else:
             body["metadata"]["resourceVersion"] = self._cluster_rv
             resp = self._core.replace_namespaced_config_map(
-                STATE_CONFIGMAP, self.namespace, body,
+                STATE_CONFIGMAP, self.namespace, cast(Any, body),
                 _preload_content=False, _request_timeout=self._timeout,
             )  # fmt: skip
-        out = json.loads(resp.data or b"{}")
+        out = json.loads(cast(bytes, resp.data) or b"{}")
         self._cluster_rv = (out.get("metadata") or {}).get("resourceVersion")
 
     # --- job part -----------------------------------------------------------------------

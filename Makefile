@@ -26,6 +26,7 @@ demo: venv
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy cupti_ext detector controller
 
 test: venv lint
 	$(PY) -m pytest

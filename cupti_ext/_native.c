@@ -77,11 +77,15 @@ void pk_decode(const uint8_t *buf, int64_t n, const int32_t *L, void **outs, int
             uint64_t start = rd_u64(r + L[L_K_START]), end = rd_u64(r + L[L_K_END]);
             /* Same test as the numpy path, on int64 values. */
             if ((int64_t)end > (int64_t)start && (int64_t)start > 0) {
-                int64_t grid = (int64_t)rd_i32(r + L[L_K_GRID_X]) * rd_i32(r + L[L_K_GRID_Y])
-                               * rd_i32(r + L[L_K_GRID_Z]);
-                int64_t block = (int64_t)rd_i32(r + L[L_K_BLOCK_X]) * rd_i32(r + L[L_K_BLOCK_Y])
-                                * rd_i32(r + L[L_K_BLOCK_Z]);
-                int64_t threads = grid * block;
+                /* Products in uint64_t: they wrap (as numpy's int64 does) instead of
+                 * overflowing a signed type. */
+                uint64_t grid = (uint64_t)(int64_t)rd_i32(r + L[L_K_GRID_X])
+                                * (uint64_t)(int64_t)rd_i32(r + L[L_K_GRID_Y])
+                                * (uint64_t)(int64_t)rd_i32(r + L[L_K_GRID_Z]);
+                uint64_t block = (uint64_t)(int64_t)rd_i32(r + L[L_K_BLOCK_X])
+                                 * (uint64_t)(int64_t)rd_i32(r + L[L_K_BLOCK_Y])
+                                 * (uint64_t)(int64_t)rd_i32(r + L[L_K_BLOCK_Z]);
+                int64_t threads = (int64_t)(grid * block);
                 k_corr[nk] = rd_u32(r + L[L_K_CORR]);
                 k_dur[nk] = (int64_t)(end - start);
                 k_name[nk] = rd_u64(r + L[L_K_NAME]);

@@ -386,19 +386,18 @@ def measure(mode: Mode, step: Step, pairs: int, block: int) -> dict[str, Any]:
     a_times: list[float] = []
     b_times: list[float] = []
 
-    def run_b() -> float:
-        mode.block_start()
+    def around(start: Callable[[], None], end: Callable[[], None], fn: Step) -> float:
+        start()
         try:
-            return run_block(timed, block, mode.flush)
+            return run_block(fn, block, mode.flush)
         finally:
-            mode.block_end()
+            end()
 
     def run_a() -> float:
-        mode.a_block_start()
-        try:
-            return run_block(step, block, mode.flush)
-        finally:
-            mode.a_block_end()
+        return around(mode.a_block_start, mode.a_block_end, step)
+
+    def run_b() -> float:
+        return around(mode.block_start, mode.block_end, timed)
 
     run_a()  # warm both paths
     run_b()

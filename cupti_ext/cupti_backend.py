@@ -596,10 +596,11 @@ class CuptiBackend:
                 self._gate(True)
                 self._active = True
                 self._window_traced += 1
-            elif not self._active:
+            elif self._active:
+                sid = self._section_id(section)
+            else:
                 return
             self._serial += 1
-            sid = self._section_id(section)
             self._stack.append((self._serial, sid))
             self._mark(encode_external_id(self._serial, sid, False))
         except Exception as e:

@@ -166,7 +166,7 @@ class KernelKeyTable:
         # The compiled lookup's hash table mirrors ``_packed`` (value -1: empty slot).
         self._hkeys = np.zeros(64, np.uint64)
         self._hvals = np.full(64, -1, np.int64)
-        self._hptrs = (0, 0)  # their addresses, once the compiled path first runs
+        self._hptrs = (native.ptr(self._hkeys), native.ptr(self._hvals))
         self.overflowed = 0
         """Records mapped to the overflow key since creation."""
         self._overflow_id: int | None = None
@@ -258,8 +258,6 @@ class KernelKeyTable:
 
         args = (native.ptr(name), native.ptr(thr), n, int(self.bucket_shapes), _MAX_BUCKET)
         out = (native.ptr(kids), native.ptr(packed))
-        if not self._hptrs[0]:
-            self._hptrs = (native.ptr(self._hkeys), native.ptr(self._hvals))
 
         def probe() -> int:
             mask = len(self._hkeys) - 1
@@ -282,8 +280,6 @@ class KernelKeyTable:
             self._hptrs = (native.ptr(self._hkeys), native.ptr(self._hvals))
             for p, k in self._packed.items():
                 lib.lib.pk_insert(*self._hptrs, size - 1, p, k)
-        if not self._hptrs[0]:
-            self._hptrs = (native.ptr(self._hkeys), native.ptr(self._hvals))
         lib.lib.pk_insert(*self._hptrs, len(self._hkeys) - 1, packed, kid)
 
     def _lookup_numpy(

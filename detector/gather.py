@@ -25,6 +25,12 @@ class GroupInfo:
     backend: str
 
     @property
+    def alone(self) -> bool:
+        """Nobody to hear from: no process group, or a group of one (a collective would
+        only add device copies)."""
+        return not self.distributed or self.group_size == 1
+
+    @property
     def is_reporter(self) -> bool:
         """Group rank 0 receives everything when reports are gathered on one rank."""
         return self.group_rank == 0
@@ -92,8 +98,7 @@ def _group(process_group: Any) -> Any:
 
 def gather_to_reporter(obj: Any, info: GroupInfo, process_group: Any) -> list[Any] | None:
     """Group rank 0 gets every group rank's ``obj`` (in group-rank order); others None."""
-    # A group of one has nobody to hear from; a collective would only add device copies.
-    if not info.distributed or info.group_size == 1:
+    if info.alone:
         return [obj]
     dist = _dist()
     out: list[Any] | None = [None] * info.group_size if info.is_reporter else None
@@ -103,7 +108,7 @@ def gather_to_reporter(obj: Any, info: GroupInfo, process_group: Any) -> list[An
 
 def all_gather(obj: Any, info: GroupInfo, process_group: Any) -> list[Any]:
     """Every group rank gets every group rank's ``obj`` (in group-rank order)."""
-    if not info.distributed or info.group_size == 1:
+    if info.alone:
         return [obj]
     dist = _dist()
     out: list[Any] = [None] * info.group_size
@@ -113,7 +118,7 @@ def all_gather(obj: Any, info: GroupInfo, process_group: Any) -> list[Any]:
 
 def all_reduce_max(value: float, info: GroupInfo, process_group: Any) -> float:
     """The largest ``value`` over the group (one float: the report-interval agreement)."""
-    if not info.distributed or info.group_size == 1:
+    if info.alone:
         return value
     import torch
 

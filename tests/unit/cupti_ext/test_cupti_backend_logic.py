@@ -77,6 +77,10 @@ def short(stats) -> dict[str, int]:
     return {k.split("~")[0]: s.num for k, s in stats.items()}
 
 
+def per_section(window) -> dict[str, dict[str, int]]:
+    return {s: short(k) for s, k in window.sections.items()}
+
+
 def test_raw_buffers_are_used_and_only_section_kernels_are_traced(backend, fake, names):
     assert backend.buffer_path == "raw"
     step(backend, fake, "A", names["gemm"], 3)
@@ -129,7 +133,7 @@ def test_sections_taking_turns_are_each_sampled_on_their_own_count(fake, libcuda
             step(b, fake, "forward", names["gemm"], 1)
             step(b, fake, "backward", names["relu"], 1)
         w = b.collect()
-        assert {s: short(k) for s, k in w.sections.items()} == {
+        assert per_section(w) == {
             "forward": {"gemm": 2},
             "backward": {"relu": 2},
         }
@@ -250,7 +254,7 @@ def test_marker_uses_the_driver_kind_only_around_each_marker_when_per_api_tracin
         step(b, fake, "step", names["gemm"], 3)
         step(b, fake, "other", names["relu"], 2)
         window = b.collect()
-        assert {s: short(k) for s, k in window.sections.items()} == {
+        assert per_section(window) == {
             "step": {"gemm": 3},
             "other": {"relu": 2},
         }
@@ -294,7 +298,7 @@ def test_memset_markers_attribute_sections_with_no_api_record_at_all(monkeypatch
         memset_kind = int(fake.ActivityKind.MEMSET)
         assert memset_kind not in fake.enabled  # on only inside traced sections
         window = b.collect()
-        assert {s: short(k) for s, k in window.sections.items()} == {
+        assert per_section(window) == {
             "step": {"gemm": 3},
             "other": {"relu": 2},
         }

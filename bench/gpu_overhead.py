@@ -15,12 +15,20 @@ of B/A. Modes, all in the same run and on the same steps:
                 markers and switching records on and off, without record handling
   ours_i1_vs_bare  A blocks bare_raw, B blocks ours_i1, in one process: our cost above
                 the floor measured directly (the other modes' A blocks are untraced)
+  ours_switched_vs_bare  the same with records switched per entry (the backend keeps
+                them on between consecutive traced entries at interval 1)
+  ours_i1_parts, ours_default_parts  ours_i1_vs_bare, and ours_default against plain
+                A blocks, with each block's hook time (training thread) and buffer
+                callback time (CUPTI's thread) timed in place, wall and CPU
+  toggle_vs_bare  A blocks bare_raw, B blocks bare_toggle: what switching costs, paired
   bare_toggle   bare_raw with kernel records switched on and off around every step
   bare_toggle_memset_kind  bare_toggle, the MEMSET kind switched along
   bare_markers  bare_toggle_memset_kind plus a marker memset at each step's start and end
   nvrx          NVRx 0.7.0 Detector.detection_section(profile_cuda=True), interval 1
 Steps: launch-bound (100 x Linear(256), forward and backward) and GEMM-bound
-(4 x bf16 8192^3). Also generate_report time on one rank, ours vs NVRx.
+(4 x bf16 8192^3). Also generate_report time on one rank, ours vs NVRx (ours with
+a cProfile of where a report's time goes), hook and marker-call costs, and where a
+forced flush hands buffers over (flush_delivery).
 
 Every block of a tracing mode (A and B alike) ends with a forced CUPTI flush inside the
 timed region (NVRx's: a plain one), so the cost of handling a block's records lands in
@@ -147,7 +155,11 @@ class BareRaw(BareTracing):
     def setup(self) -> None:
         from cupti import cupti
 
-        from pacekeeper.cupti_ext.cupti_backend import RawBuffers, register_callbacks_function
+        from pacekeeper.cupti_ext.cupti_backend import (
+            BUFFER_BYTES,
+            RawBuffers,
+            register_callbacks_function,
+        )
 
         self.c = cupti
         cupti.get_timestamp()
@@ -159,7 +171,7 @@ class BareRaw(BareTracing):
 
         register_fn = register_callbacks_function()
         assert register_fn is not None, "cupti-python exposes no cuptiActivityRegisterCallbacks"
-        self.raw = RawBuffers(register_fn, 1 << 20, on_bytes)
+        self.raw = RawBuffers(register_fn, BUFFER_BYTES, on_bytes)
         self.raw.register()
 
 
@@ -309,6 +321,20 @@ class Ours(SectionMode):
 
     flush = staticmethod(cupti_flush_forced)
 
+    def block_start(self) -> None:
+        # At interval 1 a running job has records on when an entry starts (kept on from
+        # the last one; switched on once per report window): switch them on here, out
+        # of the timed region, as A blocks of the *_vs_bare modes do for the floor.
+        # Without this, a B block's first entry paid ~1 ms (CUPTI's first enable after
+        # a forced flush) once per 40 steps instead of once per report.
+        backend = self.det._backend
+        if backend._keep_on and backend.sample_every == 1:
+            backend._gate(True)
+
+    def block_end(self) -> None:
+        # A B block ends the traced phase: records off, so the next block is plain.
+        self.det._backend._ungate()
+
     def teardown(self) -> None:
         # One window for the whole run: a report per block would add a fence and a
         # forced flush NVRx's blocks do not pay (the report's cost is timed apart).
@@ -353,6 +379,127 @@ class OursVsBare(Ours):
         # The block's forced flush (timed) has handed its records to the counter.
         self.c.activity_disable(self.c.ActivityKind.CONCURRENT_KERNEL)
         self.raw._on_bytes = self.ours
+
+
+class ToggleVsBare(BareToggle):
+    """A blocks: kernel records on for the whole block (bare_raw); B blocks: switched on
+    and off around every step (bare_toggle). What switching costs, paired."""
+
+    name = "toggle_vs_bare"
+
+    def a_block_start(self) -> None:
+        self.c.activity_enable(self.c.ActivityKind.CONCURRENT_KERNEL)
+
+    def a_block_end(self) -> None:
+        self.c.activity_disable(self.c.ActivityKind.CONCURRENT_KERNEL)
+
+
+class OursSwitchedVsBare(OursVsBare):
+    """ours_i1_vs_bare with kernel records switched on and off around every entry (the
+    backend keeps them on between consecutive traced entries by default)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "ours_switched_vs_bare"
+
+    def setup(self) -> None:
+        super().setup()
+        self.det._backend._keep_on = False
+
+
+class OursParts(OursVsBare):
+    """Where a B block's added time goes, timed in place: on the training thread the
+    detector's enter and exit around each step (wall and thread CPU time), on CUPTI's
+    buffer thread the buffer callback (wall and thread CPU time); A and B blocks apart.
+    ``vs_bare``: A blocks trace every kernel with records only counted (as in
+    ours_i1_vs_bare); otherwise A blocks are plain."""
+
+    def __init__(self, name: str, sample_every: int | None, vs_bare: bool) -> None:
+        Ours.__init__(self, name, sample_every)
+        self.vs_bare = vs_bare
+
+    def setup(self) -> None:
+        super().setup()
+        self.parts: dict[str, list[float]] = {}
+        self._acc = dict.fromkeys(
+            ("hooks_ns", "hooks_cpu_ns", "cb_cpu_ns", "cb_wall_ns", "cb_calls"), 0
+        )
+        self.ours = self._timed(self.ours)
+        self.counter = self._timed(self.counter)
+        self.raw._on_bytes = self.ours
+        self.hook_samples: list[tuple[int, int]] = []
+
+    def hook_distribution(self) -> dict[str, float]:
+        """Enter and exit times per step over all B blocks: where a mean comes from."""
+        out: dict[str, float] = {}
+        for i, side in enumerate(("enter", "exit")):
+            t = np.array([s[i] for s in self.hook_samples], dtype=np.float64) / 1e3
+            for q in (50, 90, 97, 99):
+                out[f"{side}_us_p{q}"] = float(np.percentile(t, q))
+            out[f"{side}_us_mean"] = float(t.mean())
+            out[f"{side}_us_max"] = float(t.max())
+            out[f"{side}_share_of_sum_above_p97"] = float(
+                t[t > np.percentile(t, 97)].sum() / t.sum()
+            )
+        return out
+
+    def _timed(self, fn: Callable[[Any], None]) -> Callable[[Any], None]:
+        acc = self._acc
+
+        def timed(view: Any) -> None:
+            c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
+            try:
+                fn(view)
+            finally:
+                acc["cb_cpu_ns"] += time.thread_time_ns() - c0
+                acc["cb_wall_ns"] += time.perf_counter_ns() - w0
+                acc["cb_calls"] += 1
+
+        return timed
+
+    def wrap(self, step: Step) -> Step:
+        section, acc = self.det.detection_section, self._acc
+        clock, cpu = time.perf_counter_ns, time.thread_time_ns
+        samples = self.hook_samples
+
+        def wrapped() -> None:
+            t0, c0 = clock(), cpu()
+            with section("step", profile_cuda=True):
+                t1, c1 = clock(), cpu()
+                step()
+                t2, c2 = clock(), cpu()
+            t3 = clock()
+            acc["hooks_ns"] += (t1 - t0) + (t3 - t2)
+            acc["hooks_cpu_ns"] += (c1 - c0) + (cpu() - c2)
+            samples.append((t1 - t0, t3 - t2))
+
+        return wrapped
+
+    def _reset(self) -> None:
+        for k in self._acc:
+            self._acc[k] = 0
+
+    def _keep(self, side: str) -> None:
+        for k, v in self._acc.items():
+            self.parts.setdefault(f"{side}_{k}", []).append(v)
+
+    def a_block_start(self) -> None:
+        self._reset()
+        if self.vs_bare:
+            super().a_block_start()
+
+    def a_block_end(self) -> None:
+        if self.vs_bare:
+            super().a_block_end()
+        self._keep("a")
+
+    def block_start(self) -> None:
+        super().block_start()
+        self._reset()
+
+    def block_end(self) -> None:
+        super().block_end()
+        self._keep("b")
 
 
 class Nvrx(SectionMode):
@@ -481,83 +628,241 @@ def report_times(det: Any, step: Step, section_kw: dict[str, Any], repeats: int)
     }
 
 
-def hook_costs(step: Step, steps: int = 200) -> dict[str, Any]:
-    """Time the training thread spends inside the backend's start and stop (ours_i1,
-    the default markers) around launch-bound steps: the direct part of our cost."""
+def hook_costs(step: Step, steps: int = 200, sample_every: int = 1) -> dict[str, Any]:
+    """Time the training thread spends inside the backend's start and stop (default
+    markers) around launch-bound steps: the direct part of our cost. Traced and
+    untraced entries apart (with ``sample_every`` > 1), means beside medians."""
     import torch
 
     from pacekeeper.detector import Detector
 
-    mode = Ours("hooks", 1)
+    mode = Ours("hooks", sample_every)
     mode.setup()
     try:
         backend = Detector._backend
         assert backend is not None
-        starts, stops = [], []
+        times: dict[bool, tuple[list[int], list[int]]] = {True: ([], []), False: ([], [])}
         for _ in range(steps):
             t0 = time.perf_counter_ns()
             backend.start("step")
             t1 = time.perf_counter_ns()
+            traced = bool(backend._active)  # type: ignore[attr-defined]
             step()
             t2 = time.perf_counter_ns()
             backend.stop("step")
             t3 = time.perf_counter_ns()
-            starts.append(t1 - t0)
-            stops.append(t3 - t2)
+            times[traced][0].append(t1 - t0)
+            times[traced][1].append(t3 - t2)
         torch.cuda.synchronize()
-        return {
-            "marker_mode": backend.marker_mode,
-            "start_us_median": statistics.median(starts) / 1e3,
-            "stop_us_median": statistics.median(stops) / 1e3,
-            "start_us_p90": float(np.percentile(starts, 90)) / 1e3,
-            "stop_us_p90": float(np.percentile(stops, 90)) / 1e3,
-        }
+        out: dict[str, Any] = {"marker_mode": backend.marker_mode, "sample_every": sample_every}
+        for traced, (starts, stops) in times.items():
+            if not starts:
+                continue
+            tag = "" if traced else "untraced_"
+            out[f"{tag}entries"] = len(starts)
+            for name, t in (("start", starts), ("stop", stops)):
+                out[f"{tag}{name}_us_median"] = statistics.median(t) / 1e3
+                out[f"{tag}{name}_us_p90"] = float(np.percentile(t, 90)) / 1e3
+                out[f"{tag}{name}_us_mean"] = float(np.mean(t)) / 1e3
+        return out
     finally:
         mode.teardown()
+
+
+@contextlib.contextmanager
+def entry_calls(step: Step) -> Iterator[Callable[[bool], dict[str, Callable[[], Any]]]]:
+    """The CUPTI and driver calls of a traced entry (memset markers) around ``step``,
+    without the detector: raw buffer callbacks that drop records, a marker stream.
+    Yields a factory; ``calls(keep_memset=True)`` leaves the MEMSET kind alone."""
+    import ctypes
+
+    from cupti import cupti
+
+    from pacekeeper.cupti_ext.cupti_backend import BUFFER_BYTES, RawBuffers, _memset_resources
+    from pacekeeper.cupti_ext.cupti_backend import register_callbacks_function as reg
+    from pacekeeper.cupti_ext.markers import MARKER_WORDS
+
+    register_fn = reg()
+    assert register_fn is not None
+    raw = RawBuffers(register_fn, BUFFER_BYTES, lambda view: None)
+    raw.register()
+    res = _memset_resources(ctypes.CDLL("libcuda.so.1"))
+    kernel, memset = cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET
+
+    def switch(fn: Callable[[Any], Any], kind: Any, skip: bool) -> Callable[[], Any]:
+        return (lambda: None) if skip else (lambda: fn(kind))
+
+    def calls(keep_memset: bool = False) -> dict[str, Callable[[], Any]]:
+        return {
+            "enable_kernel": switch(cupti.activity_enable, kernel, False),
+            "enable_memset": switch(cupti.activity_enable, memset, keep_memset),
+            "marker_start": lambda: res.fn(res.buffer, 1, MARKER_WORDS, res.stream),
+            "step": step,
+            "marker_stop": lambda: res.fn(res.buffer, 2, MARKER_WORDS, res.stream),
+            "disable_kernel": switch(cupti.activity_disable, kernel, False),
+            "disable_memset": switch(cupti.activity_disable, memset, keep_memset),
+        }
+
+    try:
+        yield calls
+    finally:
+        release_cupti(cupti)
+        cupti.activity_disable(memset)
+        free_memset(res)
 
 
 def marker_call_costs(step: Step, steps: int = 200) -> dict[str, Any]:
     """Each CUPTI and driver call a traced entry makes (memset markers), timed one by
     one around launch-bound steps without the detector: which of them is slow in a
     busy launch stream (the hooks take several times what the calls take when idle)."""
-    import ctypes
-
     import torch
     from cupti import cupti
 
-    from pacekeeper.cupti_ext.cupti_backend import RawBuffers, _memset_resources
-    from pacekeeper.cupti_ext.cupti_backend import register_callbacks_function as reg
-    from pacekeeper.cupti_ext.markers import MARKER_WORDS
-
-    register_fn = reg()
-    assert register_fn is not None
-    raw = RawBuffers(register_fn, 1 << 20, lambda view: None)
-    raw.register()
-    res = _memset_resources(ctypes.CDLL("libcuda.so.1"))
-    kernel, memset = cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET
-    calls: dict[str, Callable[[], Any]] = {
-        "enable_kernel": lambda: cupti.activity_enable(kernel),
-        "enable_memset": lambda: cupti.activity_enable(memset),
-        "marker_start": lambda: res.fn(res.buffer, 1, MARKER_WORDS, res.stream),
-        "step": step,
-        "marker_stop": lambda: res.fn(res.buffer, 2, MARKER_WORDS, res.stream),
-        "disable_kernel": lambda: cupti.activity_disable(kernel),
-        "disable_memset": lambda: cupti.activity_disable(memset),
-    }
-    times: dict[str, list[int]] = {name: [] for name in calls}
-    try:
+    with entry_calls(step) as make:
+        calls = make(False)
+        times: dict[str, list[int]] = {name: [] for name in calls}
         for _ in range(steps):
-            for name, call in calls.items():
-                t0 = time.perf_counter_ns()
-                call()
-                times[name].append(time.perf_counter_ns() - t0)
+            time_each(calls, times)
         torch.cuda.synchronize()
         cupti.activity_flush_all(1)
-    finally:
-        release_cupti(cupti)
-        cupti.activity_disable(memset)
-        free_memset(res)
+    return medians_us(times)
+
+
+def time_each(calls: dict[str, Callable[[], Any]], times: dict[str, list[int]]) -> None:
+    for name, call in calls.items():
+        t0 = time.perf_counter_ns()
+        call()
+        times[name].append(time.perf_counter_ns() - t0)
+
+
+def medians_us(times: dict[str, list[int]]) -> dict[str, float]:
     return {f"{name}_us_median": statistics.median(t) / 1e3 for name, t in times.items()}
+
+
+def sampled_call_costs(step: Step, every: int = 32, traced: int = 12) -> dict[str, Any]:
+    """marker_call_costs as sampling does it: the calls around one step in ``every``,
+    the others plain, so records stay off for ``every - 1`` steps between switches.
+    Also with the MEMSET kind left on throughout (only kernel records switched)."""
+    import torch
+    from cupti import cupti
+
+    memset = cupti.ActivityKind.MEMSET
+    out: dict[str, Any] = {}
+    with entry_calls(step) as make:
+        for variant in ("both_kinds", "memset_kind_kept_on"):
+            keep_memset = variant == "memset_kind_kept_on"
+            if keep_memset:
+                cupti.activity_enable(memset)
+            calls = make(keep_memset)
+            times: dict[str, list[int]] = {name: [] for name in calls}
+            plain: list[int] = []
+            for _ in range(traced):
+                for _ in range(every - 1):
+                    t0 = time.perf_counter_ns()
+                    step()
+                    plain.append(time.perf_counter_ns() - t0)
+                time_each(calls, times)
+            torch.cuda.synchronize()
+            cupti.activity_flush_all(1)
+            if keep_memset:
+                cupti.activity_disable(memset)
+            row = medians_us(times)
+            row["plain_step_us_median"] = statistics.median(plain) / 1e3
+            out[variant] = row
+    return out
+
+
+def flush_delivery(step: Step, steps: int = 40, repeats: int = 5) -> dict[str, Any]:
+    """Where and when a forced flush hands our buffers over after traced steps and a
+    device synchronize: inside the flush call on the calling thread, on CUPTI's own
+    thread, or after the call returned. Decides whether a report needs a fence marker."""
+    import threading
+
+    import torch
+
+    from pacekeeper.detector import Detector
+
+    mode = Ours("flush", 1)
+    mode.setup()
+    try:
+        backend = Detector._backend
+        raw = backend._raw  # type: ignore[union-attr]
+        assert raw is not None
+        ours = raw._on_bytes
+        me = threading.get_ident()
+        seen: list[tuple[bool, int]] = []
+
+        def spy(view: Any) -> None:
+            seen.append((threading.get_ident() == me, time.perf_counter_ns()))
+            ours(view)
+
+        raw._on_bytes = spy
+        from cupti import cupti
+
+        rows = []
+        for _ in range(repeats):
+            for _ in range(steps):
+                with Detector.detection_section("step", profile_cuda=True):
+                    step()
+            torch.cuda.synchronize()
+            seen.clear()
+            t0 = time.perf_counter_ns()
+            cupti.activity_flush_all(1)
+            t1 = time.perf_counter_ns()
+            time.sleep(0.05)
+            rows.append(
+                {
+                    "flush_us": (t1 - t0) / 1e3,
+                    "in_call_this_thread": sum(1 for mine, t in seen if mine and t <= t1),
+                    "in_call_other_thread": sum(1 for mine, t in seen if not mine and t <= t1),
+                    "after_return": sum(1 for _, t in seen if t > t1),
+                    "last_after_return_us": max(
+                        [(t - t1) / 1e3 for _, t in seen if t > t1], default=0
+                    ),
+                }
+            )
+            seen.clear()
+            t0 = time.perf_counter_ns()
+            cupti.activity_flush_all(1)
+            rows[-1]["idle_flush_us"] = (time.perf_counter_ns() - t0) / 1e3
+            t0 = time.perf_counter_ns()
+            cupti.activity_flush_all(0)
+            rows[-1]["idle_plain_flush_us"] = (time.perf_counter_ns() - t0) / 1e3
+            backend.collect()  # type: ignore[union-attr]
+        return {"rows": rows}
+    finally:
+        mode.teardown()
+
+
+def profile_reports(det: Any, step: Step, repeats: int, top: int = 20) -> list[dict[str, Any]]:
+    """cProfile over ``repeats`` reports (40 traced steps before each, not profiled):
+    the functions with the most own time, per report. Profiling inflates Python-heavy
+    parts; read the shares, not the totals."""
+    import cProfile
+    import pstats
+
+    import torch
+
+    prof = cProfile.Profile()
+    for _ in range(repeats):
+        for _ in range(40):
+            with det.detection_section("step", profile_cuda=True):
+                step()
+        torch.cuda.synchronize()
+        prof.enable()
+        det.generate_report()
+        prof.disable()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    rows = sorted(stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
+    return [
+        {
+            "function": f"{Path(file).name}:{line}({fn})",
+            "calls_per_report": nc / repeats,
+            "own_us_per_report": tt / repeats * 1e6,
+            "cumulative_us_per_report": ct / repeats * 1e6,
+        }
+        for (file, line, fn), (_, nc, tt, ct, _) in rows
+    ]
 
 
 def bench_reports(
@@ -569,6 +874,8 @@ def bench_reports(
         try:
             mode.setup()
             out[name] = report_times(mode.det, step, {"profile_cuda": True}, repeats)  # type: ignore[attr-defined]
+            if name.startswith("ours"):
+                out[name]["profile"] = profile_reports(mode.det, step, repeats)  # type: ignore[attr-defined]
         except Exception:
             out[name] = {"error": traceback.format_exc(limit=3)}
         finally:
@@ -579,13 +886,15 @@ def bench_reports(
 
 def record_processing_cost(repeats: int = 30) -> dict[str, Any]:
     """CPU cost per record of our buffer path (walk and decode, fold into statistics),
-    compiled and numpy, on 1 MiB buffers synthesized with cupti-python's real record
-    dtypes: 602-kernel steps between memset section markers (the default), 30 kernel
-    names, launch sizes spread over 9 buckets. Runs without a GPU."""
+    compiled and numpy, on buffers of the backend's size (``BUFFER_BYTES``) synthesized
+    with cupti-python's real record dtypes: 602-kernel steps between memset section
+    markers (the default), 30 kernel names, launch sizes spread over 9 buckets. Runs
+    without a GPU."""
     from cupti import cupti
 
     from pacekeeper.cupti_ext import native
     from pacekeeper.cupti_ext.attribution import encode_external_id
+    from pacekeeper.cupti_ext.cupti_backend import BUFFER_BYTES
     from pacekeeper.cupti_ext.kernel_keys import KernelKeyTable
     from pacekeeper.cupti_ext.markers import MARKER_BYTES, MemsetMarkers
     from pacekeeper.cupti_ext.records import (
@@ -624,7 +933,7 @@ def record_processing_cost(repeats: int = 30) -> dict[str, Any]:
 
         parts: list[bytes] = []
         corr, serial, size = first_corr, first_serial, 0
-        while size < (1 << 20) - 700 * layout.kernel_dtype.itemsize:
+        while size < BUFFER_BYTES - 700 * layout.kernel_dtype.itemsize:
             k = np.zeros(602, dtype=layout.kernel_dtype)
             k["kind"] = layout.kernel_kind
             k["start"] = 1000
@@ -664,18 +973,18 @@ def record_processing_cost(repeats: int = 30) -> dict[str, Any]:
             walk_decode = best(lambda: record_offsets(raw, layout), n) + best(
                 lambda: decode_span(raw, offsets, layout), n
             )
-        # A window's later buffers: 200 distinct buffers folded first (a 60 s window
-        # at interval 1 holds hundreds), then fresh ones timed one by one.
+        # A window's later buffers: 50 distinct buffers (~5,000 entries) folded first
+        # (a 60 s window at interval 1 holds that many), then fresh ones timed one by one.
         late = builder()
         s, c = 1, 1
         fresh = []
-        for _ in range(200 + repeats):
+        for _ in range(50 + repeats):
             raw_i, s, c = buffer(late, s, c)
             fresh.append(decode_buffer(raw_i, layout)[:2])
-        for dec, k in fresh[:200]:
+        for dec, k in fresh[:50]:
             late.add(dec, k)
         times = []
-        for dec, k in fresh[200:]:
+        for dec, k in fresh[50:]:
             t0 = time.perf_counter()
             late.add(dec, k)
             times.append((time.perf_counter() - t0) / k * 1e6)
@@ -780,6 +1089,10 @@ def main(argv: list[str] | None = None) -> int:
         "ours_default_driver": lambda: Ours("ours_default_driver", None, marker="driver"),
         "ours_i1_markers": lambda: Ours("ours_i1_markers", 1, decode=False),
         "nvrx": Nvrx,
+        "toggle_vs_bare": ToggleVsBare,
+        "ours_switched_vs_bare": OursSwitchedVsBare,
+        "ours_i1_parts": lambda: OursParts("ours_i1_parts", 1, vs_bare=True),
+        "ours_default_parts": lambda: OursParts("ours_default_parts", None, vs_bare=False),
     }
     from pacekeeper.cupti_ext.sampling import START_SAMPLE_EVERY
 
@@ -828,6 +1141,19 @@ def main(argv: list[str] | None = None) -> int:
                     if marker_mode is not None:
                         r["marker_mode"] = marker_mode
                     r["added_per_kernel_us"] = r["added_step_us_median"] / kps if kps else None
+                    parts = getattr(mode, "parts", None)
+                    if parts:
+                        # Per step, medians over blocks.
+                        r["hook_distribution"] = mode.hook_distribution()  # type: ignore[attr-defined]
+                        r["parts_per_step"] = {
+                            k.removesuffix("_ns")
+                            + ("_per_block" if k.endswith("calls") else "_us"): (
+                                statistics.median(v)
+                                if k.endswith("calls")
+                                else statistics.median(v) / 1e3 / args.block
+                            )
+                            for k, v in parts.items()
+                        }
                     wres["modes"][mname] = r
                 except Exception:
                     wres["modes"][mname] = {"error": traceback.format_exc(limit=4)}
@@ -850,10 +1176,27 @@ def main(argv: list[str] | None = None) -> int:
                 print(wname, mname, json.dumps(brief), flush=True)
                 result["workloads"][wname] = wres
                 save(result, args.out)
-        result["hooks"] = hook_costs(steps["launch_bound"])
-        print("hooks", json.dumps(result["hooks"]), flush=True)
+        for key, run in (
+            ("hooks", lambda: hook_costs(steps["launch_bound"])),
+            ("hooks_sampled", lambda: hook_costs(steps["launch_bound"], 320, sample_every=32)),
+        ):
+            try:
+                result[key] = run()
+            except Exception:
+                result[key] = {"error": traceback.format_exc(limit=4)}
+            print(key, json.dumps(result[key]), flush=True)
         result["marker_calls"] = marker_call_costs(steps["launch_bound"])
         print("marker calls", json.dumps(result["marker_calls"]), flush=True)
+        try:
+            result["sampled_calls"] = sampled_call_costs(steps["launch_bound"])
+        except Exception:
+            result["sampled_calls"] = {"error": traceback.format_exc(limit=4)}
+        print("sampled calls", json.dumps(result["sampled_calls"]), flush=True)
+        try:
+            result["flush_delivery"] = flush_delivery(steps["launch_bound"])
+        except Exception:
+            result["flush_delivery"] = {"error": traceback.format_exc(limit=4)}
+        print("flush delivery", json.dumps(result["flush_delivery"]), flush=True)
         report_modes = [m for m in args.report_modes.split(",") if m]
         result["generate_report"] = bench_reports(
             steps["launch_bound"], args.report_repeats, report_modes, modes

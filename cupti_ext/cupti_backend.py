@@ -38,7 +38,7 @@ from .records import (
     memory_view,
     record_addresses,
 )
-from .sampling import START_SAMPLE_EVERY, next_sample_every
+from .sampling import START_SAMPLE_EVERY, keep_records_on, next_sample_every
 from .window_builder import KernelWindowBuilder
 
 logger = logging.getLogger(__name__)
@@ -90,6 +90,13 @@ def register_callbacks_function() -> Any | None:
     return proto(addr)
 
 
+BUFFER_BYTES = 4 << 20
+"""CUPTI buffer size. Handling a buffer has a fixed cost (~70 us of numpy calls on the
+dev machine) besides its records: 4 MiB (~17,000 kernel records) made the cost per
+record 27% lower than 1 MiB did."""
+SPARE_BYTES = 16 << 20
+"""At most this much of handed-back buffers is kept for reuse."""
+
 _REGISTERED: list[RawBuffers] = []
 """Every RawBuffers ever handed to CUPTI, kept alive for the life of the process."""
 
@@ -107,6 +114,7 @@ class RawBuffers:
         self._size = size
         self._on_bytes = on_bytes
         self._free: list[Any] = []
+        self._max_spare = max(2, SPARE_BYTES // size)
         self._live: dict[int, Any] = {}
         self._lock = threading.Lock()
         # Keep the C callbacks alive as long as CUPTI may call them.
@@ -147,7 +155,7 @@ class RawBuffers:
         finally:
             with self._lock:
                 block = self._live.pop(buf, None) if buf else None
-                if block is not None and len(self._free) < 16:
+                if block is not None and len(self._free) < self._max_spare:
                     self._free.append(block)
 
 
@@ -218,7 +226,7 @@ class CuptiBackend:
         self,
         *,
         sample_every: int | None = None,
-        buffer_size: int = 1 << 20,
+        buffer_size: int = BUFFER_BYTES,
         ring: int = 256,
         max_keys: int = 1024,
         max_section_groups: int = 8192,
@@ -228,6 +236,7 @@ class CuptiBackend:
         cupti_module: Any = None,
         libcuda: Any = None,
         raw_buffers: bool = True,
+        keep_records_on: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         fixed = sample_every_from_env() if sample_every is None else sample_every
@@ -275,12 +284,17 @@ class CuptiBackend:
         self._serial = 0
         self._active = False
         self._gated = False  # kernel (and memset) records switched on by a section
+        # At N = 1, records stay on from one traced entry to the next (sampling.py's
+        # keep_records_on); refused for good once a window shows it cost more: left
+        # switched per entry, a window cannot see what ran outside, and would flip back.
+        self._keep_on = keep_records_on
         self._stack: list[tuple[int, int]] = []
         self._paused = False
         self._closed = False
         self._markers_sent = 0
         self._unparsed_buffers = 0
         self._buffers_handled = 0
+        self._handling_s = 0.0  # wall time in the buffer callback, since start
         self._last_collect: dict[str, float] = {}
         self._fence_parts: dict[str, float] = {}
         self._failures: dict[str, int] = {}
@@ -566,6 +580,9 @@ class CuptiBackend:
         if busy:
             if not self._paused:
                 self._paused = True
+                # The profiler switches the kinds it needs now (ours among them);
+                # switching them off would cut its trace short.
+                self._gated = False
                 logger.warning(
                     "CUPTI in use by torch.profiler: kernel timing paused until it stops"
                 )
@@ -579,27 +596,33 @@ class CuptiBackend:
         return False
 
     def start(self, section: str) -> None:
+        # Untraced entries (all but one in N) leave here after a few dict operations:
+        # in a real step they run with cold caches, ~6 us on the H200 host as written
+        # before (0.3 us in a tight loop), so every call and attribute read counts.
+        depth = self._depth
+        self._depth = depth + 1
+        if depth and not self._active:
+            return  # nested in an entry that is not traced
         try:
-            depth = self._depth
-            self._depth = depth + 1
-            if depth == 0:
-                self._window_entries += 1
-                self._active = False
-                self._stack.clear()  # what a failed entry may have left behind
+            sid = self._section_ids.get(section)
+            if sid is None:
                 sid = self._section_id(section)
-                seen = self._entry_counts.get(sid, 0)
-                self._entry_counts[sid] = seen + 1
-                if self._closed or seen % self.sample_every:
+            if not depth:
+                self._window_entries += 1
+                counts = self._entry_counts
+                seen = counts.get(sid, 0)
+                counts[sid] = seen + 1
+                self._active = False
+                if self._stack:
+                    self._stack.clear()  # what a failed entry may have left behind
+                if seen % self.sample_every or self._closed or self._profiler_busy():
+                    if self._gated:
+                        self._ungate()  # left on by the last entry: this one is not traced
                     return
-                if self._profiler_busy():
-                    return
-                self._gate(True)
+                if not self._gated:
+                    self._gate(True)
                 self._active = True
                 self._window_traced += 1
-            elif self._active:
-                sid = self._section_id(section)
-            else:
-                return
             self._serial += 1
             self._stack.append((self._serial, sid))
             self._mark(encode_external_id(self._serial, sid, False))
@@ -608,12 +631,15 @@ class CuptiBackend:
             self._fail("start", e)
 
     def stop(self, section: str) -> None:
+        depth = self._depth
+        if not depth:
+            return
+        self._depth = depth = depth - 1
+        if not self._active:
+            return  # untraced: nothing was switched on for it
         popped: list[int] = []
         try:
-            if self._depth == 0:
-                return
-            self._depth -= 1
-            if self._active and self._stack:
+            if self._stack:
                 serial, sid = self._stack.pop()
                 popped.append(serial)
                 self._mark(encode_external_id(serial, sid, True))
@@ -621,9 +647,10 @@ class CuptiBackend:
             self._abandon_entry(popped)
             self._fail("stop", e)
         finally:
-            if self._depth == 0:
+            if not depth:
                 self._active = False
-                self._ungate()
+                if not (self._keep_on and self.sample_every == 1):
+                    self._ungate()
 
     def _abandon_entry(self, popped: Sequence[int] = ()) -> None:
         """A marker failed: trace nothing more until the next sampled entry. Records
@@ -661,6 +688,7 @@ class CuptiBackend:
             self._fail("buffer", e)
 
     def _on_bytes(self, raw: Any) -> None:
+        t0 = time.perf_counter()
         try:
             with self._lock:  # the scratch's arrays are reused buffer after buffer
                 decoded, records, whole = decode_buffer(raw, self._layout, self._scratch)
@@ -672,6 +700,7 @@ class CuptiBackend:
                             "CUPTI buffer with an unexpected record layout; its tail is skipped"
                         )
                 self._builder.add(decoded, records)
+                self._handling_s += time.perf_counter() - t0
                 self._delivered.notify_all()
         except Exception as e:
             self._fail("buffer", e)
@@ -690,8 +719,10 @@ class CuptiBackend:
     def collect(self) -> KernelWindow:
         try:
             t0 = time.perf_counter()
-            buffers0 = self._buffers_handled
+            buffers0, handling0 = self._buffers_handled, self._handling_s
             live = not self._closed and not self._paused
+            if self._depth == 0:
+                self._ungate()
             # The detector synchronizes before collecting, so every kernel has finished
             # and a forced flush hands over complete records at once.
             if live and not self._fence(self._marker, timeout_s=self.fence_timeout_s, forced=True):
@@ -708,6 +739,7 @@ class CuptiBackend:
                 "dropped_query_ms": (t2 - t1) * 1e3,
                 "take_ms": (time.perf_counter() - t2) * 1e3,
                 "buffers_in_fence": float(self._buffers_handled - buffers0),
+                "handling_in_fence_ms": (self._handling_s - handling0) * 1e3,
             }
             self._check_conflict(received)
             self._markers_sent = 0
@@ -725,6 +757,18 @@ class CuptiBackend:
         entries, traced = self._window_entries, self._window_traced
         elapsed, self._window_started = now - self._window_started, now
         self._window_entries = self._window_traced = 0
+        if (
+            self._keep_on
+            and self.sample_every == 1
+            and not keep_records_on(
+                outside_kernels=window.unattributed_records, traced_entries=traced
+            )
+        ):
+            self._keep_on = False
+            logger.info(
+                "kernel records now switched per entry: many kernels ran outside sections",
+                extra={"outside_kernels": window.unattributed_records, "entries": traced},
+            )
         if not self.adaptive_sampling:
             return
         kernels = window.records + window.comm_records + window.unattributed_records
@@ -745,8 +789,9 @@ class CuptiBackend:
     @property
     def last_collect(self) -> dict[str, float]:
         """Where the last ``collect`` spent its time: the fence (its marker, the flush
-        call, the wait for the buffers it handed over to be handled), CUPTI's dropped
-        count, and building the window."""
+        call, the wait for the buffers it handed over to be handled, and of all that
+        the time our buffer callback took), CUPTI's dropped count, and building the
+        window."""
         return dict(self._last_collect)
 
     def _check_conflict(self, received: int) -> None:

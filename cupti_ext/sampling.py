@@ -26,6 +26,9 @@ ENTRY_COST_S = 60e-6
 KERNEL_COST_S = 1.7e-6
 """Cost of tracing one kernel: CUPTI's record and ours (1.5-1.7 us per kernel at
 interval 1 on the H200's launch-bound step)."""
+SWITCH_COST_S = 20e-6
+"""Switching kernel and memset records on and off once, in a busy launch stream (four
+CUPTI calls, 4-7 us each on the H200)."""
 START_SAMPLE_EVERY = 32
 """N for the first window, before anything was measured."""
 MAX_SAMPLE_EVERY = 1024
@@ -53,6 +56,15 @@ def next_sample_every(
     return int(min(MAX_SAMPLE_EVERY, max(1, math.ceil(cost_if_all / budget))))
 
 
+def keep_records_on(*, outside_kernels: int, traced_entries: int) -> bool:
+    """Whether records may stay on between traced entries when every entry is traced.
+
+    Left on, the kernels launched between entries are traced too (and then not counted,
+    being in no section); switched per entry, every entry pays the switch. Keep them on
+    while tracing what ran outside cost less than the switches it saved."""
+    return outside_kernels * KERNEL_COST_S <= traced_entries * SWITCH_COST_S
+
+
 def sample_every_for(
     *, kernels_per_entry: float, entry_interval_s: float, budget: float = BUDGET
 ) -> int:
@@ -68,6 +80,8 @@ __all__ = [
     "KERNEL_COST_S",
     "MAX_SAMPLE_EVERY",
     "START_SAMPLE_EVERY",
+    "SWITCH_COST_S",
+    "keep_records_on",
     "next_sample_every",
     "sample_every_for",
 ]

@@ -71,6 +71,7 @@ class FakeCupti:
 
     def activity_disable(self, kind: int) -> None:
         self.calls["disable"] += 1
+        self.calls[f"disable {int(kind)}"] += 1
         self.enabled.discard(int(kind))
 
     def activity_enable_driver_api(self, cbid: int, enable: int) -> None:

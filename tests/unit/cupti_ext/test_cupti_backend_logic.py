@@ -81,17 +81,63 @@ def per_section(window) -> dict[str, dict[str, int]]:
     return {s: short(k) for s, k in window.sections.items()}
 
 
-def test_raw_buffers_are_used_and_only_section_kernels_are_traced(backend, fake, names):
-    assert backend.buffer_path == "raw"
-    step(backend, fake, "A", names["gemm"], 3)
-    for _ in range(2):
-        fake.launch(names["relu"])  # between sections: CUPTI is not even tracing
-    step(backend, fake, "B", names["relu"], 4)
+@pytest.mark.parametrize("keep_on", [True, False])
+def test_raw_buffers_are_used_and_only_section_kernels_are_counted(
+    fake, libcuda, marker, names, keep_on
+):
+    b = CuptiBackend(cupti_module=fake, libcuda=libcuda, sample_every=1, keep_records_on=keep_on)
+    try:
+        assert b.buffer_path == "raw"
+        step(b, fake, "A", names["gemm"], 3)
+        for _ in range(2):
+            fake.launch(names["relu"])  # between sections
+        step(b, fake, "B", names["relu"], 4)
+        w = b.collect()
+        assert short(w.sections["A"]) == {"gemm": 3}
+        assert short(w.sections["B"]) == {"relu": 4}
+        assert short(w.kernels) == {"gemm": 3, "relu": 4}
+        assert w.records == 7 and w.dropped_records == 0
+        # Kept on from A to B, records trace what ran between; it counts nowhere.
+        assert w.unattributed_records == (2 if keep_on else 0)
+    finally:
+        b.shutdown()
+
+
+def test_at_interval_one_records_stay_on_from_entry_to_entry_until_collect(backend, fake, names):
+    kernel = int(fake.ActivityKind.CONCURRENT_KERNEL)
+    enables = fake.calls[f"enable {kernel}"]
+    for _ in range(5):
+        step(backend, fake, "step", names["gemm"], 2)
+    assert fake.calls[f"enable {kernel}"] - enables == 1
+    assert kernel in fake.enabled
+    assert backend.collect().records == 10
+    assert kernel not in fake.enabled  # a report switches them off: nothing traced idle
+    step(backend, fake, "step", names["gemm"], 2)
+    assert fake.calls[f"enable {kernel}"] - enables == 2
+
+
+def test_records_are_switched_per_entry_for_good_once_outside_kernels_cost_more(
+    backend, fake, names, caplog
+):
+    caplog.set_level(logging.INFO)
+    kernel = int(fake.ActivityKind.CONCURRENT_KERNEL)
+    for _ in range(4):
+        step(backend, fake, "forward", names["gemm"], 1)
+        for _ in range(30):  # the backward pass, outside any section
+            fake.launch(names["relu"])
     w = backend.collect()
-    assert short(w.sections["A"]) == {"gemm": 3}
-    assert short(w.sections["B"]) == {"relu": 4}
-    assert short(w.kernels) == {"gemm": 3, "relu": 4}
-    assert w.records == 7 and w.unattributed_records == 0 and w.dropped_records == 0
+    assert w.records == 4 and w.unattributed_records == 4 * 30  # on until the report
+    assert "switched per entry" in caplog.text
+    for round_ in range(2):
+        enables = fake.calls[f"enable {kernel}"]
+        for _ in range(4):
+            step(backend, fake, "forward", names["gemm"], 1)
+            assert kernel not in fake.enabled
+            for _ in range(30):
+                fake.launch(names["relu"])
+        assert fake.calls[f"enable {kernel}"] - enables == 4
+        w = backend.collect()
+        assert (w.records, w.unattributed_records) == (4, 0), round_
 
 
 def test_nested_sections_enable_tracing_once_and_count_kernels_in_both(backend, fake, names):
@@ -164,6 +210,21 @@ def test_torch_profiler_pauses_timing_and_it_resumes_after(backend, fake, names,
     assert not backend.paused
     assert backend.collect().records == 3
     assert "paused" in caplog.text and "resumed" in caplog.text
+
+
+def test_a_profiler_starting_while_records_are_kept_on_keeps_its_kinds(backend, fake, names):
+    from torch.profiler import ProfilerActivity, profile
+
+    kernel = int(fake.ActivityKind.CONCURRENT_KERNEL)
+    step(backend, fake, "step", names["gemm"], 1)
+    disables = fake.calls[f"disable {kernel}"]
+    with profile(activities=[ProfilerActivity.CPU]):
+        step(backend, fake, "step", names["gemm"], 1)
+        assert backend.paused
+        # Switching kernel records off now would cut the profiler's trace short.
+        assert fake.calls[f"disable {kernel}"] == disables
+    step(backend, fake, "step", names["gemm"], 2)
+    assert not backend.paused and kernel in fake.enabled
 
 
 def test_callbacks_taken_by_another_tool_are_detected_and_taken_back(backend, fake, names, caplog):
@@ -295,9 +356,9 @@ def test_memset_markers_attribute_sections_with_no_api_record_at_all(monkeypatch
         fake.memset(stream=0x1234, value=0, nbytes=MARKER_BYTES)
         fake.launch(names["relu"])
         b.stop("other")
-        memset_kind = int(fake.ActivityKind.MEMSET)
-        assert memset_kind not in fake.enabled  # on only inside traced sections
         window = b.collect()
+        memset_kind = int(fake.ActivityKind.MEMSET)
+        assert memset_kind not in fake.enabled  # on only while kernels are traced
         assert per_section(window) == {
             "step": {"gemm": 3},
             "other": {"relu": 2},
@@ -394,8 +455,11 @@ def test_collect_tells_where_its_time_went(backend, fake, names):
         "dropped_query_ms",
         "take_ms",
         "buffers_in_fence",
+        "handling_in_fence_ms",
     }
     assert parts["fence_ms"] >= parts["marker_ms"] + parts["flush_ms"]
+    # The simulated CUPTI hands buffers over inside the flush call.
+    assert 0 < parts["handling_in_fence_ms"] <= parts["flush_ms"]
     backend.collect()
     assert backend.last_collect["buffers_in_fence"] == 1  # the fence marker alone
 

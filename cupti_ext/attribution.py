@@ -34,6 +34,12 @@ def encode_external_id(serial: int, section_id: int, is_stop: bool) -> int:
     return (serial << 17) | (section_id << 1) | int(is_stop)
 
 
+def _entry_order(marker: tuple[int, int]) -> int:
+    """Serial, then entry before exit (``serial * 2 + is_stop``)."""
+    packed = marker[0]
+    return ((packed >> 17) << 1) | (packed & 1)
+
+
 def decode_external_ids(ids: U64) -> tuple[I64, I64, Mask]:
     """(serial, section id, is_stop) of each packed external id."""
     ids = ids.astype(np.uint64)
@@ -119,16 +125,17 @@ class MarkerBook:
         """Record markers (external id -> the marker call's correlation id)."""
         if len(external_ids) == 0:
             return
-        serial, section, is_stop = decode_external_ids(external_ids)
-        corr = correlation_ids.astype(np.int64)
-        order = np.argsort(serial * 2 + is_stop, kind="stable")
-        for s, sec, stop, c in zip(
-            serial[order].tolist(),
-            section[order].tolist(),
-            is_stop[order].tolist(),
-            corr[order].tolist(),
-            strict=True,
-        ):
+        self.add_packed(list(zip(external_ids.tolist(), correlation_ids.tolist(), strict=True)))
+
+    def add_packed(self, markers: list[tuple[int, int]]) -> None:
+        """``add`` for (packed external id, correlation id) pairs as Python ints: a
+        buffer holds a few dozen markers, for which numpy's per-call cost is most of
+        the work."""
+        markers.sort(key=_entry_order)
+        for packed, c in markers:
+            s = packed >> 17
+            sec = (packed >> 1) & MAX_SECTION_ID
+            stop = packed & 1
             if s in self._abandoned:
                 if not stop:  # its entry marker: the last of it we will see
                     self._abandoned.discard(s)

@@ -33,6 +33,7 @@ from .markers import MARKER_BYTES, MARKER_WORDS, MemsetMarkers
 from .records import (
     DecodeScratch,
     RecordLayout,
+    block_view,
     decode_addresses,
     decode_buffer,
     memory_view,
@@ -149,14 +150,20 @@ class RawBuffers:
             self._free.clear()
 
     def _complete(self, ctx: Any, stream: int, buf: int, size: int, valid: int) -> None:
+        with self._lock:
+            block = self._live.pop(buf, None) if buf else None
         try:
             if buf and valid:
-                self._on_bytes(memory_view(buf, valid))
+                # A view of our own block: no ctypes array type made per buffer size
+                # (memory_view's way, ~25 us per buffer on the H200 host).
+                self._on_bytes(
+                    memory_view(buf, valid) if block is None else block_view(block, valid)
+                )
         finally:
-            with self._lock:
-                block = self._live.pop(buf, None) if buf else None
-                if block is not None and len(self._free) < self._max_spare:
-                    self._free.append(block)
+            if block is not None:
+                with self._lock:
+                    if len(self._free) < self._max_spare:
+                        self._free.append(block)
 
 
 class CuptiUnavailable(RuntimeError):

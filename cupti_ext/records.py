@@ -173,6 +173,12 @@ def memory_view(address: int, size: int) -> U8:
     return out
 
 
+def block_view(block: Any, valid: int) -> U8:
+    """The first ``valid`` bytes of a ctypes buffer we allocated, as a numpy array (no
+    copy, and no ctypes array type made for the size, which costs more than the view)."""
+    return np.frombuffer(block, np.uint8, count=min(valid, ctypes.sizeof(block)))
+
+
 def _field(raw: U8, offsets: I64, dtype: np.dtype[Any], name: str) -> npt.NDArray[Any]:
     """Field ``name`` of the records of ``dtype`` starting at byte ``offsets`` in ``raw``."""
     fdtype, foff = dtype.fields[name][:2]  # type: ignore[index]

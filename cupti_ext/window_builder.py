@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from .attribution import MarkerBook, decode_external_ids
+from .attribution import MarkerBook
 from .backend import KernelStat, KernelWindow
 from .kernel_keys import KernelKeyTable
 from .kernel_stats import RingStats
@@ -58,21 +58,23 @@ class KernelWindowBuilder:
     def add(self, dec: DecodedBuffer, records: int) -> None:
         """Fold one decoded buffer (``records`` records in all) into the window."""
         self.received += records
-        ours = dec.external_kind == self.external_kind
-        ext_ids = dec.external_id[ours]
-        corr = dec.external_correlation_id[ours]
+        markers: list[tuple[int, int]] = []
+        if len(dec.external_kind):
+            ours = dec.external_kind == self.external_kind
+            markers += zip(
+                dec.external_id[ours].tolist(),
+                dec.external_correlation_id[ours].tolist(),
+                strict=True,
+            )
         if self.memset_markers is not None and len(dec.memset_correlation_id):
             m_ids, m_corr = self.memset_markers.select(
                 dec.memset_correlation_id, dec.memset_value, dec.memset_bytes, dec.memset_stream
             )
-            ext_ids = np.concatenate([ext_ids, m_ids])
-            corr = np.concatenate([corr, m_corr])
-        serial, _, _ = decode_external_ids(ext_ids)
-        fence = serial == 0
-        if fence.any():
-            self.fences_seen += int(np.count_nonzero(fence))
-            ext_ids, corr = ext_ids[~fence], corr[~fence]
-        self.book.add(ext_ids, corr)
+            markers += zip(m_ids.tolist(), m_corr.tolist(), strict=True)
+        if markers:
+            entries = [m for m in markers if m[0] >> 17]  # serial 0: a fence
+            self.fences_seen += len(markers) - len(entries)
+            self.book.add_packed(entries)
         self._incomplete += dec.incomplete
         k = dec.kernels if self._pending is None else concat_kernels(self._pending, dec.kernels)
         self._pending = None

@@ -7,6 +7,8 @@ on the hot path. Draining copies the live part into numpy once per report.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -61,12 +63,15 @@ def summarize_ns(
         nan = float("nan")
         return nan, nan, nan, nan, nan, 0
     x = samples_ns.astype(np.float64)
-    std = float(np.std(x, ddof=1)) if n > 1 else float("nan")
+    mean = float(x.sum()) / n
+    # np.std costs ~15x a dot product on the few samples a section has per window.
+    d = x - mean
+    std = math.sqrt(float(d @ d) / (n - 1)) if n > 1 else float("nan")
     return (
         float(x.min()),
         float(x.max()),
         float(np.median(x)),
-        float(x.mean()),
+        mean,
         std,
         n,
     )

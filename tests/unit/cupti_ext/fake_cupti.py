@@ -11,6 +11,7 @@ cupti-python's record objects). Records use cupti-python's real dtypes.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import threading
 from collections import Counter
 from typing import Any, ClassVar
@@ -56,6 +57,7 @@ class FakeCupti:
         self.stream_ids: dict[int, int] = {}
         self.has_context = True
         """Whether a CUDA context is current (memset markers need one)."""
+        self.buffers_per_flush = 1
         self.deliver_after_s: float | None = None
         """Hand flushed buffers over on another thread this much later (None: at once,
         in the flushing thread)."""
@@ -106,13 +108,16 @@ class FakeCupti:
     def activity_flush_all(self, flag: int) -> None:
         if not self.records:
             return
-        data = b"".join(self.records)
-        self.records = []
-        if self.deliver_after_s is not None:
-            # As CUPTI may: the buffer reaches the callback on its own thread, later.
-            threading.Timer(self.deliver_after_s, self._deliver, (data,)).start()
-            return
-        self._deliver(data)
+        records, self.records = self.records, []
+        # As on the H200, a flush may hand over several partial buffers.
+        k = max(1, min(self.buffers_per_flush, len(records)))
+        cut = [len(records) * i // k for i in range(k + 1)]
+        for data in (b"".join(records[a:b]) for a, b in itertools.pairwise(cut)):
+            if self.deliver_after_s is not None:
+                # As CUPTI may: the buffer reaches the callback on its own thread, later.
+                threading.Timer(self.deliver_after_s, self._deliver, (data,)).start()
+            else:
+                self._deliver(data)
 
     def _deliver(self, data: bytes) -> None:
         if self.raw is not None:

@@ -464,6 +464,20 @@ def test_collect_tells_where_its_time_went(backend, fake, names):
     assert backend.last_collect["buffers_in_fence"] == 1  # the fence marker alone
 
 
+@pytest.mark.parametrize("buffers", [2, 5])
+def test_a_flush_handing_over_several_buffers_splits_entries_across_them(
+    backend, fake, names, buffers
+):
+    fake.buffers_per_flush = buffers  # the H200 hands over two per report flush
+    for _ in range(3):
+        step(backend, fake, "A", names["gemm"], 3)
+        step(backend, fake, "B", names["relu"], 4)
+    window = backend.collect()
+    assert per_section(window) == {"A": {"gemm": 9}, "B": {"relu": 12}}
+    assert window.unattributed_records == 0
+    assert backend.last_collect["buffers_in_fence"] == buffers
+
+
 def test_a_fence_waits_for_buffers_cupti_hands_over_on_its_own_thread(
     monkeypatch, backend, fake, names
 ):

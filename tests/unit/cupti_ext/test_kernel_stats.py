@@ -54,3 +54,22 @@ def test_reset_starts_an_empty_window():
     assert stats.snapshot() == {}
     stats.add(np.array([1], np.int64), np.array([7.0]))
     assert stats.snapshot()[1].median_ns == 7.0
+
+
+def test_a_group_of_a_past_window_is_not_in_the_next_one():
+    stats = RingStats(4)
+    stats.add(np.array([1, 2, 2], np.int64), np.array([5.0, 6.0, 8.0]))
+    stats.reset()
+    stats.add(np.array([2], np.int64), np.array([9.0]))
+    snap = stats.snapshot()
+    assert set(snap) == {2}
+    assert (snap[2].num, snap[2].min_ns, snap[2].max_ns, snap[2].median_ns) == (1, 9.0, 9.0, 9.0)
+
+
+def test_a_window_can_take_half_the_group_limit_whatever_came_before():
+    stats = RingStats(4, max_groups=4)
+    for window in ([1, 2, 3, 4], [5, 6, 7, 8], [9, 10], [11, 12], [13, 14]):
+        stats.add(np.array(window, np.int64), np.ones(len(window)))
+        assert set(stats.snapshot()) == set(window)
+        assert stats.refused == 0, window
+        stats.reset()

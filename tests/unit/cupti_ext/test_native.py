@@ -179,20 +179,35 @@ def test_statistics_agree_whatever_the_groups_masks_and_bounds(
         base = int(rng.integers(0, 3)) << 32
         batches.append((groups, dur, base, use))
 
-    def run() -> tuple[dict[int, Any], int]:
-        stats = RingStats(ring, max_groups=max_groups)
-        for groups, dur, base, use in batches:
-            stats.add(groups, dur, base=base, use=use)
-        return stats.snapshot(), stats.refused
+    # Windows end after some batches: rows and maps carry over resets.
+    window_ends = {i for i in range(len(batches)) if rng.random() < 0.5} | {len(batches) - 1}
 
-    (compiled, refused_c), (numpy_path, refused_n) = both(run)
-    assert refused_c == refused_n
-    assert compiled.keys() == numpy_path.keys()
-    for g, c in compiled.items():
-        n = numpy_path[g]
-        assert (c.num, c.median_ns, c.min_ns, c.max_ns) == (n.num, n.median_ns, n.min_ns, n.max_ns)
-        assert c.total_ns == n.total_ns  # integer nanoseconds: exact either way
-        assert c.std_ns == pytest.approx(n.std_ns, rel=1e-9, abs=1e-6)
+    def run() -> list[tuple[dict[int, Any], int]]:
+        stats = RingStats(ring, max_groups=max_groups)
+        windows = []
+        for i, (groups, dur, base, use) in enumerate(batches):
+            stats.add(groups, dur, base=base, use=use)
+            if i in window_ends:
+                windows.append((stats.snapshot(), stats.refused))
+                stats.reset()
+        return windows
+
+    compiled_windows, numpy_windows = both(run)
+    for (compiled, refused_c), (numpy_path, refused_n) in zip(
+        compiled_windows, numpy_windows, strict=True
+    ):
+        assert refused_c == refused_n
+        assert compiled.keys() == numpy_path.keys()
+        for g, c in compiled.items():
+            n = numpy_path[g]
+            assert (c.num, c.median_ns, c.min_ns, c.max_ns) == (
+                n.num,
+                n.median_ns,
+                n.min_ns,
+                n.max_ns,
+            )
+            assert c.total_ns == n.total_ns  # integer nanoseconds: exact either way
+            assert c.std_ns == pytest.approx(n.std_ns, rel=1e-9, abs=1e-6)
 
 
 def test_a_record_layout_the_c_code_does_not_read_falls_back_to_numpy(caplog) -> None:

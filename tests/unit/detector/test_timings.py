@@ -1,0 +1,39 @@
+"""Section timing buffers and their window summary match plain numpy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pacekeeper.detector.timings import RingBuffer, summarize_ns
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(1, 10**12), max_size=50))
+def test_summary_matches_numpy(samples):
+    x = np.array(samples, np.int64)
+    lo, hi, median, mean, std, n = summarize_ns(x)
+    assert n == len(samples)
+    if not samples:
+        assert all(math.isnan(v) for v in (lo, hi, median, mean, std))
+        return
+    f = x.astype(np.float64)
+    assert (lo, hi, median) == (f.min(), f.max(), np.median(f))
+    assert math.isclose(mean, f.mean(), rel_tol=1e-12)
+    if len(samples) == 1:
+        assert math.isnan(std)
+    else:
+        assert math.isclose(std, np.std(f, ddof=1), rel_tol=1e-9, abs_tol=1e-6 * f.max())
+
+
+def test_ring_keeps_the_latest_samples_and_drains_empty():
+    ring = RingBuffer(4)
+    for v in range(1, 7):
+        ring._buf[ring.count & ring._mask] = v
+        ring.count += 1
+    assert ring.dropped == 2
+    assert sorted(ring.drain().tolist()) == [3, 4, 5, 6]
+    assert len(ring) == 0 and ring.drain().size == 0

@@ -1057,6 +1057,14 @@ def main(argv: list[str] | None = None) -> int:
         "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
     )
     ap.add_argument(
+        "--diagnostics",
+        default="hooks,hooks_sampled,marker_calls,sampled_calls,flush_delivery",
+        help="which diagnostics to run after the modes ('' for none)",
+    )
+    ap.add_argument(
+        "--skip-decode", action="store_true", help="skip the CPU record-processing figures"
+    )
+    ap.add_argument(
         "--decode-only",
         action="store_true",
         help="only the CPU cost of our record processing (no GPU needed)",
@@ -1176,32 +1184,28 @@ def main(argv: list[str] | None = None) -> int:
                 print(wname, mname, json.dumps(brief), flush=True)
                 result["workloads"][wname] = wres
                 save(result, args.out)
-        for key, run in (
-            ("hooks", lambda: hook_costs(steps["launch_bound"])),
-            ("hooks_sampled", lambda: hook_costs(steps["launch_bound"], 320, sample_every=32)),
-        ):
+        launch = steps["launch_bound"]
+        diagnostics: dict[str, Callable[[], dict[str, Any]]] = {
+            "hooks": lambda: hook_costs(launch),
+            "hooks_sampled": lambda: hook_costs(launch, 320, sample_every=32),
+            "marker_calls": lambda: marker_call_costs(launch),
+            "sampled_calls": lambda: sampled_call_costs(launch),
+            "flush_delivery": lambda: flush_delivery(launch),
+        }
+        for key, run in diagnostics.items():
+            if key not in args.diagnostics.split(","):
+                continue
             try:
                 result[key] = run()
             except Exception:
                 result[key] = {"error": traceback.format_exc(limit=4)}
             print(key, json.dumps(result[key]), flush=True)
-        result["marker_calls"] = marker_call_costs(steps["launch_bound"])
-        print("marker calls", json.dumps(result["marker_calls"]), flush=True)
-        try:
-            result["sampled_calls"] = sampled_call_costs(steps["launch_bound"])
-        except Exception:
-            result["sampled_calls"] = {"error": traceback.format_exc(limit=4)}
-        print("sampled calls", json.dumps(result["sampled_calls"]), flush=True)
-        try:
-            result["flush_delivery"] = flush_delivery(steps["launch_bound"])
-        except Exception:
-            result["flush_delivery"] = {"error": traceback.format_exc(limit=4)}
-        print("flush delivery", json.dumps(result["flush_delivery"]), flush=True)
         report_modes = [m for m in args.report_modes.split(",") if m]
         result["generate_report"] = bench_reports(
             steps["launch_bound"], args.report_repeats, report_modes, modes
         )
-    result["record_processing_cpu"] = record_processing_cost()
+    if not args.skip_decode:
+        result["record_processing_cpu"] = record_processing_cost()
 
     save(result, args.out)
     print_table(result)

@@ -228,7 +228,6 @@ def _inside(corr: I64, iv: _Intervals) -> Mask:
     # the running maximum of stops.
     starts, stops = iv.arrays()
     idx = np.searchsorted(starts, corr, side="left") - 1  # strictly after the entry marker
-    ok = idx >= 0
-    inside = np.zeros(len(corr), np.bool_)
-    inside[ok] = corr[ok] < stops[idx[ok]]
+    # Clamped instead of masked (three fewer passes): idx -1 means before every entry.
+    inside: Mask = (corr < stops[np.maximum(idx, 0)]) & (idx >= 0)
     return inside

@@ -7,7 +7,7 @@ a 10 ms launch-bound step under budget leaves a 2 s step with under one traced s
 60 s window, so its GPU score would come and go. So N is chosen each window from what
 the last one cost: the largest share of entries that keeps tracing under ``budget`` of
 wall time, given the kernels per traced entry and the entry rate just seen. Slow steps
-end up traced every time, fast launch-bound steps one in ~35.
+end up traced every time, fast launch-bound steps one in ~40.
 
 Nothing here touches CUPTI or a clock; the backend feeds it counts, and the simulator
 applies the same rule to its jobs (controller/simulation), so the detection-quality
@@ -20,9 +20,11 @@ import math
 
 BUDGET = 0.003
 """Target share of wall time spent on kernel tracing (0.3%)."""
-ENTRY_COST_S = 60e-6
-"""Fixed cost of a traced entry on the training thread (start + stop, memset markers:
-21 + 38 us medians on the H200)."""
+ENTRY_COST_S = 220e-6
+"""Fixed cost of a traced entry among untraced ones on the training thread (start +
+stop, memset markers): records switched on after being off for a while cost more than
+when switched every entry: start 123-176 us and stop 62-98 us (means, H200 runs H-J;
+21 + 38 us when every entry is traced)."""
 KERNEL_COST_S = 1.7e-6
 """Cost of tracing one kernel: CUPTI's record and ours (1.5-1.7 us per kernel at
 interval 1 on the H200's launch-bound step)."""

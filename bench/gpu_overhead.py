@@ -325,8 +325,8 @@ class Ours(SectionMode):
         # At interval 1 a running job has records on when an entry starts (kept on from
         # the last one; switched on once per report window): switch them on here, out
         # of the timed region, as A blocks of the *_vs_bare modes do for the floor.
-        # Without this, a B block's first entry paid ~1 ms (CUPTI's first enable after
-        # a forced flush) once per 40 steps instead of once per report.
+        # A block's first entry still pays ~1-1.5 ms (run J): the first marker after
+        # the previous block's forced flush is slow; in a job, once per report.
         backend = self.det._backend
         if backend._keep_on and backend.sample_every == 1:
             backend._gate(True)

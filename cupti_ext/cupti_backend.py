@@ -92,9 +92,9 @@ def register_callbacks_function() -> Any | None:
 
 
 BUFFER_BYTES = 4 << 20
-"""CUPTI buffer size. Handling a buffer has a fixed cost (~70 us of numpy calls on the
-dev machine) besides its records: 4 MiB (~17,000 kernel records) made the cost per
-record 27% lower than 1 MiB did."""
+"""CUPTI buffer size. Handling a buffer has a fixed cost besides its records (tens of
+numpy calls): 4 MiB (~19,000 kernel records) made the cost per record 27-36% lower than
+1 MiB did. The price: at interval 1 a report's flush hands over more (docs/kernel-timing.md)."""
 SPARE_BYTES = 16 << 20
 """At most this much of handed-back buffers is kept for reuse."""
 

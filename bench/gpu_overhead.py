@@ -19,7 +19,9 @@ of B/A. Modes, all in the same run and on the same steps:
                 them on between consecutive traced entries at interval 1)
   ours_i1_parts, ours_default_parts  ours_i1_vs_bare, and ours_default against plain
                 A blocks, with each block's hook time (training thread) and buffer
-                callback time (CUPTI's thread) timed in place, wall and CPU
+                callback time (CUPTI's thread) timed in place, wall and CPU, and
+                from them the steady state of a running job (steady_parts: what the
+                blocks pay once per flush taken out)
   toggle_vs_bare  A blocks bare_raw, B blocks bare_toggle: what switching costs, paired
   bare_toggle   bare_raw with kernel records switched on and off around every step
   bare_toggle_memset_kind  bare_toggle, the MEMSET kind switched along
@@ -50,7 +52,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -424,16 +426,19 @@ class OursParts(OursVsBare):
         self._acc = dict.fromkeys(
             ("hooks_ns", "hooks_cpu_ns", "cb_cpu_ns", "cb_wall_ns", "cb_calls"), 0
         )
-        self.ours = self._timed(self.ours)
-        self.counter = self._timed(self.counter)
+        self.steps: list[StepSample] = []
+        self.callbacks: list[CallbackSample] = []
+        self._block = -1  # B blocks so far
+        self._in_flush = False
+        self.ours = self._timed(self.ours, record=True)
+        self.counter = self._timed(self.counter, record=False)
         self.raw._on_bytes = self.ours
-        self.hook_samples: list[tuple[int, int]] = []
 
     def hook_distribution(self) -> dict[str, float]:
         """Enter and exit times per step over all B blocks: where a mean comes from."""
         out: dict[str, float] = {}
-        for i, side in enumerate(("enter", "exit")):
-            t = np.array([s[i] for s in self.hook_samples], dtype=np.float64) / 1e3
+        for side in ("enter", "exit"):
+            t = np.array([getattr(s, f"{side}_ns") for s in self.steps], np.float64) / 1e3
             for q in (50, 90, 97, 99):
                 out[f"{side}_us_p{q}"] = float(np.percentile(t, q))
             out[f"{side}_us_mean"] = float(t.mean())
@@ -443,35 +448,52 @@ class OursParts(OursVsBare):
             )
         return out
 
-    def _timed(self, fn: Callable[[Any], None]) -> Callable[[Any], None]:
-        acc = self._acc
+    def steady(self) -> dict[str, float]:
+        return steady_parts(self.steps, self.callbacks)
+
+    def flush(self) -> None:
+        self._in_flush = True
+        try:
+            cupti_flush_forced()
+        finally:
+            self._in_flush = False
+
+    def _timed(self, fn: Callable[[Any], None], record: bool) -> Callable[[Any], None]:
+        acc, builder = self._acc, self.det._backend._builder
 
         def timed(view: Any) -> None:
-            c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
+            c0, w0, r0 = time.thread_time_ns(), time.perf_counter_ns(), builder.received
             try:
                 fn(view)
             finally:
+                wall = time.perf_counter_ns() - w0
                 acc["cb_cpu_ns"] += time.thread_time_ns() - c0
-                acc["cb_wall_ns"] += time.perf_counter_ns() - w0
+                acc["cb_wall_ns"] += wall
                 acc["cb_calls"] += 1
+                if record:
+                    self.callbacks.append(
+                        CallbackSample(self._block, wall, builder.received - r0, self._in_flush)
+                    )
 
         return timed
 
     def wrap(self, step: Step) -> Step:
         section, acc = self.det.detection_section, self._acc
+        backend = self.det._backend
         clock, cpu = time.perf_counter_ns, time.thread_time_ns
-        samples = self.hook_samples
+        steps = self.steps
 
         def wrapped() -> None:
             t0, c0 = clock(), cpu()
             with section("step", profile_cuda=True):
                 t1, c1 = clock(), cpu()
+                traced = backend._active
                 step()
                 t2, c2 = clock(), cpu()
             t3 = clock()
             acc["hooks_ns"] += (t1 - t0) + (t3 - t2)
             acc["hooks_cpu_ns"] += (c1 - c0) + (cpu() - c2)
-            samples.append((t1 - t0, t3 - t2))
+            steps.append(StepSample(self._block, t1 - t0, t3 - t2, bool(traced)))
 
         return wrapped
 
@@ -495,11 +517,68 @@ class OursParts(OursVsBare):
 
     def block_start(self) -> None:
         super().block_start()
+        self._block += 1
         self._reset()
 
     def block_end(self) -> None:
         super().block_end()
         self._keep("b")
+
+
+class StepSample(NamedTuple):
+    block: int
+    enter_ns: int
+    exit_ns: int
+    traced: bool
+
+
+class CallbackSample(NamedTuple):
+    block: int
+    wall_ns: int
+    records: int
+    in_flush: bool
+
+
+def steady_parts(steps: list[StepSample], callbacks: list[CallbackSample]) -> dict[str, float]:
+    """Our added time per step as a running job pays it, from the parts timed in place.
+
+    Two things the bench's blocks pay that a job pays once per report are taken out:
+    the first traced entry after a forced flush (its first marker takes ~1-1.5 ms on the
+    H200; it is replaced by the median of the other traced entries), and the fixed
+    handling of the partial buffers each block's flush hands over (records are charged at
+    what they cost in buffers handed over between flushes, where there are any).
+    """
+    if not steps:
+        return {}
+    cost = np.array([s.enter_ns + s.exit_ns for s in steps], np.float64)
+    traced = np.array([s.traced for s in steps])
+    first = np.zeros(len(steps), np.bool_)
+    seen: set[int] = set()
+    for i, s in enumerate(steps):
+        if s.traced and s.block not in seen:
+            seen.add(s.block)
+            first[i] = True
+    regular = traced & ~first
+    typical = float(np.median(cost[regular])) if regular.any() else float("nan")
+    steady_cost = cost.copy()
+    if regular.any():
+        steady_cost[first] = typical
+    records = sum(c.records for c in callbacks)
+    between = [c for c in callbacks if not c.in_flush and c.records]
+    basis = between or [c for c in callbacks if c.records]
+    per_record = sum(c.wall_ns for c in basis) / sum(c.records for c in basis) if basis else 0.0
+    hooks_us = float(steady_cost.mean()) / 1e3
+    callback_us = per_record * records / len(steps) / 1e3
+    return {
+        "hooks_us": hooks_us,
+        "callback_us": callback_us,
+        "added_us": hooks_us + callback_us,
+        "traced_share": float(traced.mean()),
+        "traced_entry_us": typical / 1e3,
+        "first_after_flush_us": float(np.median(cost[first])) / 1e3 if first.any() else 0.0,
+        "callback_ns_per_record": per_record,
+        "per_record_from": 1.0 if between else 0.0,
+    }
 
 
 class Nvrx(SectionMode):
@@ -1153,6 +1232,7 @@ def main(argv: list[str] | None = None) -> int:
                     if parts:
                         # Per step, medians over blocks.
                         r["hook_distribution"] = mode.hook_distribution()  # type: ignore[attr-defined]
+                        r["steady_per_step"] = mode.steady()  # type: ignore[attr-defined]
                         r["parts_per_step"] = {
                             k.removesuffix("_ns")
                             + ("_per_block" if k.endswith("calls") else "_us"): (
@@ -1236,6 +1316,15 @@ def print_table(result: dict[str, Any]) -> None:
                 f"{r['ratio_p25']:6.3f} {r['ratio_p75']:6.3f} {r['added_step_us_median']:9.1f} "
                 f"{per_k if per_k is None else round(per_k, 3)!s:>10}"
             )
+            st = r.get("steady_per_step")
+            if st:
+                kps = w["kernels_per_step"]
+                print(
+                    f"{'':14} steady: +{st['added_us']:.1f} us/step "
+                    f"(hooks {st['hooks_us']:.1f}, callback {st['callback_us']:.1f}) = "
+                    f"{st['added_us'] / kps if kps else float('nan'):.3f} us/kernel; "
+                    f"first traced entry after a flush {st['first_after_flush_us']:.0f} us"
+                )
         print(f"{wname:14} kernels/step {w['kernels_per_step']:.1f}")
     print("\ngenerate_report on one rank (ms):")
     for name, r in result["generate_report"].items():

@@ -30,20 +30,28 @@ MAX_SECTION_ID = (1 << 16) - 1
 """Section ids fit in 16 bits; this last id is shared by sections beyond the limit."""
 
 
+_SERIAL_SHIFT = 17
+
+
 def encode_external_id(serial: int, section_id: int, is_stop: bool) -> int:
-    return (serial << 17) | (section_id << 1) | int(is_stop)
+    return (serial << _SERIAL_SHIFT) | (section_id << 1) | int(is_stop)
+
+
+def serial_of(packed: int) -> int:
+    """The entry serial of a packed external id (0: a fence, no entry)."""
+    return packed >> _SERIAL_SHIFT
 
 
 def _entry_order(marker: tuple[int, int]) -> int:
     """Serial, then entry before exit (``serial * 2 + is_stop``)."""
     packed = marker[0]
-    return ((packed >> 17) << 1) | (packed & 1)
+    return (serial_of(packed) << 1) | (packed & 1)
 
 
 def decode_external_ids(ids: U64) -> tuple[I64, I64, Mask]:
     """(serial, section id, is_stop) of each packed external id."""
     ids = ids.astype(np.uint64)
-    serial = (ids >> np.uint64(17)).astype(np.int64)
+    serial = (ids >> np.uint64(_SERIAL_SHIFT)).astype(np.int64)
     section = ((ids >> np.uint64(1)) & np.uint64(MAX_SECTION_ID)).astype(np.int64)
     is_stop = (ids & np.uint64(1)).astype(np.bool_)
     return serial, section, is_stop
@@ -133,7 +141,7 @@ class MarkerBook:
         the work."""
         markers.sort(key=_entry_order)
         for packed, c in markers:
-            s = packed >> 17
+            s = serial_of(packed)
             sec = (packed >> 1) & MAX_SECTION_ID
             stop = packed & 1
             if s in self._abandoned:

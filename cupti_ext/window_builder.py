@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from .attribution import MarkerBook
+from .attribution import MarkerBook, serial_of
 from .backend import KernelStat, KernelWindow
 from .kernel_keys import KernelKeyTable
 from .kernel_stats import RingStats
@@ -72,7 +72,7 @@ class KernelWindowBuilder:
             )
             markers += zip(m_ids.tolist(), m_corr.tolist(), strict=True)
         if markers:
-            entries = [m for m in markers if m[0] >> 17]  # serial 0: a fence
+            entries = [m for m in markers if serial_of(m[0])]  # serial 0: a fence
             self.fences_seen += len(markers) - len(entries)
             self.book.add_packed(entries)
         self._incomplete += dec.incomplete

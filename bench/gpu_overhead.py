@@ -782,6 +782,7 @@ def entry_calls(step: Step) -> Iterator[Callable[[bool], dict[str, Callable[[], 
             "disable_memset": switch(cupti.activity_disable, memset, keep_memset),
         }
 
+    calls.resources = res  # type: ignore[attr-defined]
     try:
         yield calls
     finally:
@@ -816,6 +817,137 @@ def time_each(calls: dict[str, Callable[[], Any]], times: dict[str, list[int]]) 
 
 def medians_us(times: dict[str, list[int]]) -> dict[str, float]:
     return {f"{name}_us_median": statistics.median(t) / 1e3 for name, t in times.items()}
+
+
+def stop_marker_variants(step: Step, rounds: int = 60) -> dict[str, Any]:
+    """What makes the stop marker slow right after a step's launches (27-38 us against
+    5 us at a step's start): the same call, and calls like it, each timed right after
+    its own launch-bound step, round-robin so the host's drift touches all alike.
+    Kernel and memset records on (as at interval 1), except where a variant says off."""
+    import ctypes
+
+    import torch
+    from cupti import cupti
+
+    from pacekeeper.cupti_ext.markers import MARKER_WORDS
+
+    kernel, memset = cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET
+    with entry_calls(step) as make:
+        res = make.resources  # type: ignore[attr-defined]
+        lib = res.libcuda
+        torch_stream = int(torch.cuda.current_stream().cuda_stream)
+        event = ctypes.c_void_p()
+        lib.cuEventCreate(ctypes.byref(event), ctypes.c_uint(2))  # CU_EVENT_DISABLE_TIMING
+        query = lib.cuStreamQuery
+        query.argtypes = [ctypes.c_void_p]
+
+        def private(words: int) -> Callable[[], Any]:
+            return lambda: res.fn(res.buffer, 7, words, res.stream)
+
+        def twice() -> None:
+            res.fn(res.buffer, 7, MARKER_WORDS, res.stream)
+            t0 = time.perf_counter_ns()
+            res.fn(res.buffer, 8, MARKER_WORDS, res.stream)
+            second.append(time.perf_counter_ns() - t0)
+
+        second: list[int] = []
+        variants: dict[str, Callable[[], Any]] = {
+            "private_memset_61_words": private(MARKER_WORDS),
+            "private_memset_1_word": private(1),
+            "torch_stream_memset_61_words": lambda: res.fn(
+                res.buffer, 7, MARKER_WORDS, torch_stream
+            ),
+            "private_memset_twice_first": twice,
+            "private_event_record": lambda: lib.cuEventRecord(event, ctypes.c_void_p(res.stream)),
+            "private_stream_query": lambda: query(ctypes.c_void_p(res.stream)),
+            "get_timestamp": cupti.get_timestamp,
+        }
+        times: dict[str, list[int]] = {name: [] for name in variants}
+        times_off: list[int] = []
+        cupti.activity_enable(kernel)
+        cupti.activity_enable(memset)
+        for _ in range(rounds):
+            for name, call in variants.items():
+                step()
+                t0 = time.perf_counter_ns()
+                call()
+                times[name].append(time.perf_counter_ns() - t0)
+        cupti.activity_disable(kernel)
+        cupti.activity_disable(memset)
+        for _ in range(rounds):  # no records at all: is it CUPTI's doing?
+            step()
+            t0 = time.perf_counter_ns()
+            res.fn(res.buffer, 7, MARKER_WORDS, res.stream)
+            times_off.append(time.perf_counter_ns() - t0)
+        torch.cuda.synchronize()
+        cupti.activity_flush_all(1)
+        lib.cuEventDestroy_v2(event)
+    out = medians_us(times)
+    out["private_memset_twice_second_us_median"] = statistics.median(second) / 1e3
+    out["private_memset_records_off_us_median"] = statistics.median(times_off) / 1e3
+    return out
+
+
+def stop_marker_added(step: Step, rounds: int = 600) -> dict[str, Any]:
+    """Whether the stop marker's 30-40 us are added to a job's time or only moved: right
+    after a step's launches any CUDA call is slow, so whichever call comes first (the
+    marker, or the next step's first launch) pays. Two steps back to back, plain (A)
+    or with a marker between them (B) or before the first (C, where a marker is cheap),
+    in random order per round, kernel and memset records on; medians of B - A and
+    C - A per round."""
+    import random
+
+    from cupti import cupti
+
+    from pacekeeper.cupti_ext.markers import MARKER_WORDS
+
+    kernel, memset = cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET
+    with entry_calls(step) as make:
+        res = make.resources  # type: ignore[attr-defined]
+
+        def marker() -> None:
+            res.fn(res.buffer, 7, MARKER_WORDS, res.stream)
+
+        def run(kind: str) -> int:
+            t0 = time.perf_counter_ns()
+            if kind == "C":
+                marker()
+            step()
+            if kind == "B":
+                marker()
+            step()
+            return time.perf_counter_ns() - t0
+
+        cupti.activity_enable(kernel)
+        cupti.activity_enable(memset)
+        rng = random.Random(0)
+        between: list[int] = []
+        before: list[int] = []
+        for _ in range(rounds):
+            order = ["A", "B", "C"]
+            rng.shuffle(order)
+            t = {kind: run(kind) for kind in order}
+            between.append(t["B"] - t["A"])
+            before.append(t["C"] - t["A"])
+        cupti.activity_disable(kernel)
+        cupti.activity_disable(memset)
+        cupti.activity_flush_all(1)
+
+    def summary(d: list[int]) -> dict[str, float]:
+        us = np.array(d, np.float64) / 1e3
+        half = 1.2533 * us.std() / np.sqrt(len(us))  # the median's standard error
+        return {
+            "median_us": float(np.median(us)),
+            "median_se_us": float(half),
+            "p25_us": float(np.percentile(us, 25)),
+            "p75_us": float(np.percentile(us, 75)),
+        }
+
+    return {
+        "rounds": rounds,
+        "marker_between_steps": summary(between),
+        "marker_before": summary(before),
+    }
 
 
 def sampled_call_costs(step: Step, every: int = 32, traced: int = 12) -> dict[str, Any]:
@@ -1270,6 +1402,8 @@ def main(argv: list[str] | None = None) -> int:
             "hooks_sampled": lambda: hook_costs(launch, 320, sample_every=32),
             "marker_calls": lambda: marker_call_costs(launch),
             "sampled_calls": lambda: sampled_call_costs(launch),
+            "stop_marker_variants": lambda: stop_marker_variants(launch),
+            "stop_marker_added": lambda: stop_marker_added(launch),
             "flush_delivery": lambda: flush_delivery(launch),
         }
         for key, run in diagnostics.items():

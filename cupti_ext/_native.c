@@ -186,22 +186,150 @@ int64_t pk_rows(const int64_t *groups, int64_t n, const int64_t *dense, int64_t 
     return unknown;
 }
 
+/* One statistics table (kernel_stats.RingStats): six arrays by row. */
+typedef struct {
+    int64_t *count;
+    double *sum, *sumsq, *mn, *mx, *samples;
+} stats_t;
+
+static inline stats_t stats_at(const int64_t *addr)
+{
+    stats_t s = {(int64_t *)(intptr_t)addr[0], (double *)(intptr_t)addr[1],
+                 (double *)(intptr_t)addr[2], (double *)(intptr_t)addr[3],
+                 (double *)(intptr_t)addr[4], (double *)(intptr_t)addr[5]};
+    return s;
+}
+
+/* ``ring_mask``: ring - 1 where ring is a power of two (a mask instead of a division
+ * per sample: the division was a third of the fold's time), else -1. */
+static inline int64_t ring_mask_of(int64_t ring) { return (ring & (ring - 1)) == 0 ? ring - 1 : -1; }
+
+static inline void fold_one(const stats_t *s, int64_t ring, int64_t ring_mask, int64_t r,
+                            double d)
+{
+    int64_t c = s->count[r];
+    s->samples[r * ring + (ring_mask >= 0 ? (c & ring_mask) : c % ring)] = d;
+    s->count[r] = c + 1;
+    s->sum[r] += d;
+    s->sumsq[r] += d * d;
+    if (d < s->mn[r]) s->mn[r] = d;
+    if (d > s->mx[r]) s->mx[r] = d;
+}
+
 /* Fold one duration per element into its row's statistics; rows < 0 are skipped
  * (refused groups). The last ``ring`` durations of each row stay in samples[row]. */
 void pk_fold(const int64_t *rows, const double *dur, const uint8_t *use, int64_t n,
              int64_t ring, int64_t *count, double *sum, double *sumsq, double *mn, double *mx,
              double *samples)
 {
+    const stats_t s = {count, sum, sumsq, mn, mx, samples};
+    const int64_t mask = ring_mask_of(ring);
     for (int64_t i = 0; i < n; i++) {
-        int64_t r = rows[i];
-        if (r < 0 || (use && !use[i])) continue;
-        double d = dur[i];
-        int64_t c = count[r];
-        samples[r * ring + c % ring] = d;
-        count[r] = c + 1;
-        sum[r] += d;
-        sumsq[r] += d * d;
-        if (d < mn[r]) mn[r] = d;
-        if (d > mx[r]) mx[r] = d;
+        if (rows[i] >= 0 && (!use || use[i])) fold_one(&s, ring, mask, rows[i], dur[i]);
     }
+}
+
+/* Fields of one interval list in the int64 ``lists`` array (LIST_FIELDS per list). */
+enum { I_STARTS, I_STOPS, I_N, I_DENSE, I_SECTION, I_HINT, LIST_FIELDS };
+
+/* Indexes into the int64 ``counts`` array of pk_attribute_fold. */
+enum { A_HELD, A_RECORDS, A_COMM, A_UNATTRIBUTED, A_REFUSED, A_DEFERRED, A_COUNT };
+
+int pk_list_fields(void) { return LIST_FIELDS; }
+int pk_attribute_counts(void) { return A_COUNT; }
+
+/* Is correlation id c inside one of a list's entries: after the last entry marker
+ * before it, and before that entry's (running maximum) exit marker? The test of
+ * attribution._inside. L[I_HINT] keeps the last answer's position: kernels come in
+ * launch order, so it nearly always holds for the next one and the search is skipped. */
+static inline int inside(int64_t *L, int64_t c)
+{
+    const int64_t *starts = (const int64_t *)(intptr_t)L[I_STARTS];
+    int64_t n = L[I_N], lo = L[I_HINT];
+    /* lo: how many starts are below c */
+    if (lo < 0 || lo > n || (lo > 0 && starts[lo - 1] >= c) || (lo < n && starts[lo] < c)) {
+        int64_t hi = n;
+        lo = 0;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (starts[mid] < c) lo = mid + 1; else hi = mid;
+        }
+        L[I_HINT] = lo;
+    }
+    return lo > 0 && c < ((const int64_t *)(intptr_t)L[I_STOPS])[lo - 1];
+}
+
+/* A decoded buffer's kernels attributed to sections and folded into the statistics in
+ * one pass: what window_builder's numpy path does with a dozen array operations.
+ *
+ * Kernel i waits for a marker (its index goes to ``held``) where corr[i] > pend_after
+ * (an entry still open) or corr[i] < pend_before (an exit seen before its entry). Of
+ * the others, one inside no list's entries is unattributed; one of a communication
+ * key (comm[kid]) is counted and left out; the rest are folded into the global table
+ * at row g_dense[kid] and, per section whose entries hold them, into the section
+ * table at row dense[kid] of that section's first list that holds them (the lists of
+ * a section are adjacent and share one dense map, which holds every key id). A row
+ * of -1 is refused (counted); a key with no row yet (-2) is not folded: the kernel
+ * goes to ``deferred`` as (list index, kernel index), list -1 for the global table,
+ * for Python to give the key a row and fold it after. Every kernel of a key without
+ * a row is deferred, so each row still sees its samples in launch order.
+ * ``deferred`` holds n * (n_lists + 1) pairs. */
+void pk_attribute_fold(const uint32_t *corr, const int64_t *dur_ns, const int64_t *kid,
+                       int64_t n, int64_t pend_after, int64_t pend_before,
+                       const uint8_t *comm, int64_t *lists, int64_t n_lists,
+                       const int64_t *g_dense, const int64_t *g_addr, const int64_t *s_addr,
+                       int64_t ring, int64_t *held, int64_t *deferred, int64_t *counts)
+{
+    const stats_t g = stats_at(g_addr), s = stats_at(s_addr);
+    const int64_t mask = ring_mask_of(ring);
+    int64_t nheld = 0, records = 0, ncomm = 0, outside = 0, refused = 0, ndef = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = corr[i];
+        if (c > pend_after || c < pend_before) {
+            held[nheld++] = i;
+            continue;
+        }
+        int64_t k = kid[i];
+        int is_comm = comm[k] != 0;
+        int any = 0;
+        int64_t last_section = -1;
+        for (int64_t j = 0; j < n_lists; j++) {
+            int64_t *L = lists + j * LIST_FIELDS;
+            if (L[I_SECTION] == last_section || !inside(L, c)) continue;
+            last_section = L[I_SECTION];
+            any = 1;
+            if (is_comm) break;
+            int64_t r = ((const int64_t *)(intptr_t)L[I_DENSE])[k];
+            if (r >= 0) {
+                fold_one(&s, ring, mask, r, (double)dur_ns[i]);
+            } else if (r == -1) {
+                refused++;
+            } else {
+                deferred[2 * ndef] = j;
+                deferred[2 * ndef + 1] = i;
+                ndef++;
+            }
+        }
+        if (!any) {
+            outside++;
+        } else if (is_comm) {
+            ncomm++;
+        } else {
+            records++;
+            int64_t r = g_dense[k];
+            if (r >= 0) {
+                fold_one(&g, ring, mask, r, (double)dur_ns[i]);
+            } else {
+                deferred[2 * ndef] = -1;
+                deferred[2 * ndef + 1] = i;
+                ndef++;
+            }
+        }
+    }
+    counts[A_HELD] = nheld;
+    counts[A_RECORDS] = records;
+    counts[A_COMM] = ncomm;
+    counts[A_UNATTRIBUTED] = outside;
+    counts[A_REFUSED] = refused;
+    counts[A_DEFERRED] = ndef;
 }

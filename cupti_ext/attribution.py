@@ -26,6 +26,9 @@ U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 
+_NEVER_ABOVE = (1 << 63) - 1
+"""A correlation-id bound no id passes (ids are 32-bit)."""
+
 MAX_SECTION_ID = (1 << 16) - 1
 """Section ids fit in 16 bits; this last id is shared by sections beyond the limit."""
 
@@ -205,6 +208,27 @@ class MarkerBook:
     def open_entries(self) -> int:
         return len(self._open)
 
+    def pending_bounds(self) -> tuple[int, int]:
+        """(after, before): kernels with a correlation id above ``after`` may belong to
+        an entry still open, below ``before`` to an exit whose entry has not come yet;
+        either kind waits for more markers."""
+        if self._open:
+            return min(c for _, c in self._open.values()), 0
+        if self._early_stops:
+            return _NEVER_ABOVE, max(self._early_stops.values())
+        return _NEVER_ABOVE, 0
+
+    def interval_lists(self) -> list[tuple[int, I64, I64]]:
+        """(section id, starts, running maximum of stops) of every list ``assign``
+        reads, by section id (those of one section next to each other)."""
+        lists = [
+            (sec, *iv.arrays())
+            for book in (self._retiring, self._closed)
+            for sec, iv in book.items()
+            if len(iv)
+        ]
+        return sorted(lists, key=lambda item: item[0])
+
     def assign(self, correlation_ids: U32) -> Assignment:
         corr = correlation_ids.astype(np.int64)
         n = len(corr)
@@ -217,12 +241,8 @@ class MarkerBook:
                     prev = sections.get(sec)
                     sections[sec] = inside if prev is None else (prev | inside)
                     any_section |= inside
-        pending = np.zeros(n, np.bool_)
-        if self._open:
-            first_open = min(c for _, c in self._open.values())
-            pending = corr > first_open
-        elif self._early_stops:
-            pending = corr < max(self._early_stops.values())
+        after, before = self.pending_bounds()
+        pending = (corr > after) | (corr < before)
         # A kernel still waiting for a marker is counted once, when it is resolved.
         if pending.any():
             for sec in sections:

@@ -175,6 +175,12 @@ class KernelKeyTable:
     def is_comm(self, key_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         return self._comm[key_ids]
 
+    @property
+    def comm_flags(self) -> npt.NDArray[np.bool_]:
+        """Whether each key id is a communication kernel's (one byte per key id, at
+        least ``len(keys)`` of them; for the compiled fold)."""
+        return self._comm
+
     def _name_id(self, ptr: int) -> int:
         nid = self._name_ids.get(ptr)
         if nid is None:

@@ -50,7 +50,7 @@ class RingStats:
         self._min: npt.NDArray[Any] = np.full(capacity, np.inf)
         self._max: npt.NDArray[Any] = np.full(capacity, -np.inf)
         self._samples: npt.NDArray[Any] = np.full((capacity, self.ring), np.nan)
-        self._pointers: tuple[int, ...] | None = None
+        self._pointers: I64 | None = None
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -152,13 +152,7 @@ class RingStats:
         lo, hi = int(groups.min()), int(groups.max())
         if lo < 0 or hi >= _DENSE_MAX:
             return False
-        known = self._dense.get(base)
-        if known is None or hi >= len(known[0]):
-            grown = np.full(max(64, 2 * hi + 2), _UNKNOWN, np.int64)
-            if known is not None:
-                grown[: len(known[0])] = known[0]
-            known = self._dense[base] = (grown, native.ptr(grown))
-        dense, dense_ptr = known
+        dense, dense_ptr = self.dense_map(base, hi + 1)
         rows = np.empty(n, np.int64)
         groups_ptr, rows_ptr = native.ptr(groups), native.ptr(rows)
         c = lib.lib
@@ -171,18 +165,53 @@ class RingStats:
         self.refused += int(np.count_nonzero(refused))
         dur = np.ascontiguousarray(durations, np.float64)
         mask = None if use is None else np.ascontiguousarray(use, np.bool_)
-        if self._pointers is None:  # the arrays move only when they grow or reset
-            state = (self._count, self._sum, self._sumsq, self._min, self._max, self._samples)
-            self._pointers = tuple(native.ptr(a) for a in state)
         c.pk_fold(
             rows_ptr,
             native.ptr(dur),
             None if mask is None else native.ptr(mask),
             n,
             self.ring,
-            *self._pointers,
+            *self.addresses(),
         )
         return True
+
+    # --- for the compiled window fold (window_builder) ---------------------------------
+
+    def dense_map(self, base: int, size: int) -> tuple[I64, int]:
+        """The compiled fold's map of groups ``base + g`` to rows (-2: no row yet, -1:
+        refused), holding at least ``g < size``, and its address."""
+        known = self._dense.get(base)
+        if known is None or size > len(known[0]):
+            grown = np.full(max(64, 2 * size), _UNKNOWN, np.int64)
+            if known is not None:
+                grown[: len(known[0])] = known[0]
+            known = self._dense[base] = (grown, native.ptr(grown))
+        return known
+
+    def addresses(self) -> tuple[int, ...]:
+        """Addresses of the six statistics arrays (count, sum, sumsq, min, max,
+        samples); they move only when the table grows or is rebuilt."""
+        return tuple(self.address_array().tolist())
+
+    def address_array(self) -> I64:
+        """``addresses()`` as an int64 array, kept alive by the table (C reads it)."""
+        if self._pointers is None:
+            state = (self._count, self._sum, self._sumsq, self._min, self._max, self._samples)
+            self._pointers = np.array([native.ptr(a) for a in state], np.int64)
+        return self._pointers
+
+    def fold_new(self, lib: native.NativeLib, base: int, groups: I64, durations: F64) -> None:
+        """Fold samples of groups that may have no row yet (``base + groups[i]``, every
+        group inside its dense map): rows are given first, then one compiled fold."""
+        dense = self.dense_map(base, 0)[0]
+        for g in np.unique(groups[dense[groups] < -1]).tolist():
+            dense[g] = self._row(base + g)
+        rows = np.ascontiguousarray(dense[groups])
+        self.refused += int(np.count_nonzero(rows < 0))
+        dur = np.ascontiguousarray(durations, np.float64)
+        lib.lib.pk_fold(
+            native.ptr(rows), native.ptr(dur), None, len(rows), self.ring, *self.addresses()
+        )
 
     def _rows_of(self, distinct: I64, base: int) -> I64:
         """Row of each distinct group (``base + g``); -1 where the table is full."""

@@ -45,6 +45,13 @@ _LAYOUT_FIELDS = 9 + sum(map(len, (_KERNEL_FIELDS, _EXTERNAL_FIELDS, _API_FIELDS
 OUT_FIELDS = 13
 """Output arrays of ``pk_decode`` (records._OUT_DTYPES lists them)."""
 COUNT_FIELDS = 7
+LIST_FIELDS = 6
+"""int64 fields per interval list of ``pk_attribute_fold``: starts' address, stops'
+address, length, the section's dense map's address, section id, and a search hint the
+C code keeps (0 to start)."""
+ATTRIBUTE_COUNTS = 6
+"""Counts ``pk_attribute_fold`` returns: held, records, communication, unattributed,
+refused, deferred."""
 
 
 class NativeLib:
@@ -63,12 +70,21 @@ class NativeLib:
         lib.pk_rows.restype = _I64
         lib.pk_fold.argtypes = [_P, _P, _P, _I64, _I64, _P, _P, _P, _P, _P, _P]
         lib.pk_fold.restype = None
+        lib.pk_attribute_fold.argtypes = [_P, _P, _P, _I64, _I64, _I64, _P, _P, _I64]
+        lib.pk_attribute_fold.argtypes += [_P, _P, _P, _I64, _P, _P, _P]
+        lib.pk_attribute_fold.restype = None
         self.layout_fields = int(lib.pk_layout_fields())
         self.out_fields = int(lib.pk_out_fields())
         self.count_fields = int(lib.pk_count_fields())
         # A library left over from an older build must not be fed today's arrays.
-        expected = (_LAYOUT_FIELDS, OUT_FIELDS, COUNT_FIELDS)
-        found = (self.layout_fields, self.out_fields, self.count_fields)
+        expected = (_LAYOUT_FIELDS, OUT_FIELDS, COUNT_FIELDS, LIST_FIELDS, ATTRIBUTE_COUNTS)
+        found = (
+            self.layout_fields,
+            self.out_fields,
+            self.count_fields,
+            int(lib.pk_list_fields()),
+            int(lib.pk_attribute_counts()),
+        )
         if found != expected:
             raise AttributeError(f"{path.name} speaks {found}, this code {expected}")
         self.lib = lib
@@ -103,8 +119,18 @@ def reset() -> None:
     layout_array.cache_clear()
 
 
+_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
 def ptr(a: npt.NDArray[Any]) -> int:
-    return int(a.ctypes.data)
+    """Address of a contiguous array's first element. Through the buffer protocol it
+    costs a quarter of ``a.ctypes.data`` (0.2 against 0.9 us on the dev machine; a
+    buffer's handling takes some twenty); read-only and empty arrays take the slow way."""
+    try:
+        return _addressof(_from_buffer(a))  # type: ignore[arg-type]  # numpy exports one
+    except (TypeError, ValueError):
+        return int(a.ctypes.data)
 
 
 @lru_cache(maxsize=8)

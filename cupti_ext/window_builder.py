@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import numpy.typing as npt
 
+from . import native
 from .attribution import MarkerBook, serial_of
 from .backend import KernelStat, KernelWindow
 from .kernel_keys import KernelKeyTable
@@ -19,6 +21,7 @@ from .records import DecodedBuffer, KernelBatch
 
 OTHER_SECTION = "<other>"
 _KEY_STRIDE = 1 << 32
+I64 = npt.NDArray[np.int64]
 
 
 class KernelWindowBuilder:
@@ -45,6 +48,7 @@ class KernelWindowBuilder:
         self._per_section = RingStats(ring, max_groups=max_section_groups)
         self._max_pending = max_pending_records
         self._pending: KernelBatch | None = None
+        self._pending_kid: I64 = np.empty(0, np.int64)
         self.fences_seen = 0
         """Fence markers (serial 0) processed since creation."""
         self.received = 0
@@ -76,25 +80,29 @@ class KernelWindowBuilder:
             self.fences_seen += len(markers) - len(entries)
             self.book.add_packed(entries)
         self._incomplete += dec.incomplete
-        k = dec.kernels if self._pending is None else concat_kernels(self._pending, dec.kernels)
+        # Keys are looked up as records arrive (held ones keep theirs), so both paths
+        # give key ids, and the overflow key, in the same order.
+        kid = self.keys.lookup(dec.kernels.name_ptr, dec.kernels.threads)
+        k = dec.kernels
+        if self._pending is not None:
+            k = concat_kernels(self._pending, k)
+            kid = np.concatenate([self._pending_kid, kid])
         self._pending = None
         if len(k.correlation_id) == 0:
             return
+        lib = native.library()
+        if lib is not None:
+            self._add_native(lib, k, kid)
+            return
         asg = self.book.assign(k.correlation_id)
         if asg.pending.any():
-            held = select(k, asg.pending)
-            over = len(held.correlation_id) - self._max_pending
-            if over > 0:
-                self._dropped += over
-                held = select(held, np.arange(len(held.correlation_id)) >= over)
-            self._pending = held
+            self._hold(select(k, asg.pending), kid[asg.pending])
         if self._pending is None:
             resolved, sections, inside = k, asg.sections, asg.any_section
         else:
             keep = ~asg.pending
-            resolved, inside = select(k, keep), asg.any_section[keep]
+            resolved, inside, kid = select(k, keep), asg.any_section[keep], kid[keep]
             sections = {sid: mask[keep] for sid, mask in asg.sections.items()}
-        kid = self.keys.lookup(resolved.name_ptr, resolved.threads)
         dur = resolved.duration_ns.astype(np.float64)
         comm = self.keys.is_comm(kid)
         self._comm += int(np.count_nonzero(inside & comm))
@@ -102,10 +110,73 @@ class KernelWindowBuilder:
         use = inside & ~comm
         self._records += int(np.count_nonzero(use))
         self._global.add(kid, dur, use=use)
-        for sid, mask in sections.items():
+        # By section id: where ``max_section_groups`` runs out, the groups of lower
+        # section ids get the rows (the compiled path does the same).
+        for sid, mask in sorted(sections.items()):
             m = mask & ~comm
             if m.any():
                 self._per_section.add(kid, dur, base=sid * _KEY_STRIDE, use=m)
+
+    def _hold(self, held: KernelBatch, kid: I64) -> None:
+        """Keep kernels that wait for a marker, the newest ``max_pending`` of them."""
+        over = len(held.correlation_id) - self._max_pending
+        if over > 0:
+            self._dropped += over
+            held, kid = select(held, np.arange(len(kid)) >= over), kid[over:]
+        self._pending, self._pending_kid = held, kid
+
+    def _add_native(self, lib: native.NativeLib, k: KernelBatch, kid: I64) -> None:
+        """``add``'s attribution and folds in one compiled pass (``pk_attribute_fold``);
+        the same results as the numpy path (tests/unit/cupti_ext/test_native.py)."""
+        n = len(k.correlation_id)
+        kid = np.ascontiguousarray(kid, np.int64)
+        n_keys = len(self.keys.keys)
+        per_section = self._per_section
+        lists = self.book.interval_lists()
+        meta = np.empty((len(lists), native.LIST_FIELDS), np.int64)
+        for j, (sid, starts, stops) in enumerate(lists):
+            dense_ptr = per_section.dense_map(sid * _KEY_STRIDE, n_keys)[1]
+            meta[j] = (native.ptr(starts), native.ptr(stops), len(starts), dense_ptr, sid, 0)
+        after, before = self.book.pending_bounds()
+        held = np.empty(n, np.int64)
+        deferred = np.empty((n * (len(lists) + 1), 2), np.int64)
+        counts = np.empty(native.ATTRIBUTE_COUNTS, np.int64)
+        corr = np.ascontiguousarray(k.correlation_id, np.uint32)
+        dur = np.ascontiguousarray(k.duration_ns, np.int64)
+        lib.lib.pk_attribute_fold(
+            native.ptr(corr),
+            native.ptr(dur),
+            native.ptr(kid),
+            n,
+            after,
+            before,
+            native.ptr(self.keys.comm_flags),
+            native.ptr(meta),
+            len(lists),
+            self._global.dense_map(0, n_keys)[1],
+            native.ptr(self._global.address_array()),
+            native.ptr(per_section.address_array()),
+            self._global.ring,
+            native.ptr(held),
+            native.ptr(deferred),
+            native.ptr(counts),
+        )
+        n_held, records, comm, outside, refused, n_deferred = counts.tolist()
+        self._records += records
+        self._comm += comm
+        self._unattributed += outside
+        per_section.refused += refused
+        if n_deferred:
+            # Keys without a row yet (new kernels, or new in a section): rows now, then
+            # their samples, in launch order.
+            which, index = deferred[:n_deferred, 0], deferred[:n_deferred, 1]
+            table_of = np.where(which < 0, -1, meta[np.maximum(which, 0), 4])
+            for sid in np.unique(table_of).tolist():  # section order, as the numpy path
+                pick = index[table_of == sid]
+                table, base = (self._global, 0) if sid < 0 else (per_section, sid * _KEY_STRIDE)
+                table.fold_new(lib, base, kid[pick], dur[pick].astype(np.float64))
+        if n_held:
+            self._hold(select(k, held[:n_held]), kid[held[:n_held]])
 
     def drop(self, records: int) -> None:
         """Count records lost before they reached us (full buffers, queues)."""

@@ -15,14 +15,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pytest
-from buffers import LAYOUT, as_buffer, kernels, marker
+from buffers import LAYOUT, OURS, as_buffer, kernels, marker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pacekeeper.cupti_ext import native
 from pacekeeper.cupti_ext.kernel_keys import KernelKeyTable
 from pacekeeper.cupti_ext.kernel_stats import RingStats
-from pacekeeper.cupti_ext.records import DecodeScratch, decode_buffer
+from pacekeeper.cupti_ext.records import DecodeScratch, decode_buffer, decode_span, record_offsets
+from pacekeeper.cupti_ext.window_builder import KernelWindowBuilder
 
 T = TypeVar("T")
 
@@ -210,6 +211,118 @@ def test_statistics_agree_whatever_the_groups_masks_and_bounds(
             assert c.std_ns == pytest.approx(n.std_ns, rel=1e-9, abs=1e-6)
 
 
+_WINDOW_NAMES = {1: "_Z4gemmv", 2: "_Z4reluv", 3: "_Z3addv", 4: "ncclDevKernel_AllReduce_f32"}
+
+
+def _stats_of(window: Any) -> dict[str, Any]:
+    def table(part: dict[str, Any]) -> dict[str, Any]:
+        return {k: (s.num, s.median_ns, s.min_ns, s.max_ns, s.total_ns) for k, s in part.items()}
+
+    return {
+        "kernels": table(window.kernels),
+        "sections": {name: table(part) for name, part in window.sections.items()},
+        "counts": (
+            window.records,
+            window.comm_records,
+            window.unattributed_records,
+            window.dropped_records,
+        ),
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    ring=st.sampled_from([2, 3, 256]),
+    max_section_groups=st.sampled_from([2, 8192]),
+    max_pending=st.sampled_from([4, 1 << 20]),
+)
+def test_windows_agree_whatever_the_buffer_cuts_nesting_and_bounds(
+    seed, ring, max_section_groups, max_pending
+) -> None:
+    """The one-pass attribution and fold (pk_attribute_fold) against the numpy path,
+    window by window: entries of three sections, some nested, kernels of four names
+    (one a communication kernel) at two launch sizes, records cut into buffers at
+    random and shuffled inside each (a marker may come after its kernels, an exit
+    before its entry), windows taken at random points."""
+    rng = np.random.default_rng(seed)
+    records: list[bytes] = []
+    corr, serial = 10, 0
+    for _ in range(int(rng.integers(1, 12))):
+        stack = []
+        for _ in range(int(rng.integers(1, 3))):  # an entry, maybe one nested in it
+            serial += 1
+            section = int(rng.integers(0, 3))
+            stack.append((serial, section))
+            records.append(marker(serial, section, False, corr))
+            corr += 1
+            for _ in range(int(rng.integers(0, 6))):
+                records.append(
+                    kernels(
+                        [corr],
+                        name_ptr=int(rng.integers(1, 5)),
+                        dur_ns=int(rng.integers(1, 500)),
+                        threads=int(rng.choice([256, 4096])),
+                    )
+                )
+                corr += 1
+        for s, section in reversed(stack):
+            records.append(marker(s, section, True, corr))
+            corr += 1
+        if rng.random() < 0.3:  # a kernel outside every section
+            records.append(kernels([corr], name_ptr=2))
+            corr += 1
+    cuts = sorted(set(rng.integers(0, len(records), int(rng.integers(0, 5))).tolist()))
+    buffers = [records[a:b] for a, b in zip([0, *cuts], [*cuts, len(records)], strict=True)]
+    for part in buffers:
+        rng.shuffle(part)  # type: ignore[arg-type]
+    takes = {i for i in range(len(buffers)) if rng.random() < 0.3} | {len(buffers) - 1}
+    compiled, numpy_path = both(
+        lambda: _windows(buffers, takes, ring, max_section_groups, max_pending)
+    )
+    assert compiled == numpy_path
+
+
+def _windows(
+    buffers: list[list[bytes]],
+    takes: set[int],
+    ring: int = 256,
+    max_section_groups: int = 8192,
+    max_pending: int = 1 << 20,
+) -> list[dict[str, Any]]:
+    """Feed the buffers to a window builder; a window after each buffer in ``takes``."""
+    b = KernelWindowBuilder(
+        OURS,
+        ring=ring,
+        max_section_groups=max_section_groups,
+        max_pending_records=max_pending,
+        keys=KernelKeyTable(resolve_name=_WINDOW_NAMES.__getitem__),
+    )
+    windows = []
+    for i, part in enumerate(buffers):
+        if part:
+            raw = as_buffer(*part)
+            offsets, whole = record_offsets(raw, LAYOUT)
+            assert whole
+            b.add(decode_span(raw, offsets, LAYOUT), len(offsets))
+        if i in takes:
+            windows.append(_stats_of(b.take(["a", "b", "c"])))
+    return windows
+
+
+def test_a_kernel_in_two_entries_of_one_section_across_a_report_counts_once_either_way():
+    # Entry 2 (section 0) nests in entry 1 (section 0); entry 2 closes before a report,
+    # entry 1 after it, and a kernel of both arrives after the report: it is inside
+    # the retiring and the current list of the same section.
+    buffers = [
+        [marker(1, 0, False, 10), marker(2, 0, False, 11), marker(2, 0, True, 13)],
+        [kernels([12], name_ptr=1), marker(1, 0, True, 14)],
+    ]
+    compiled, numpy_path = both(lambda: _windows(buffers, {0, 1}))
+    assert compiled == numpy_path
+    assert compiled[1]["sections"] == {"a": {"gemm~bd2a23/t9": (1, 50.0, 50.0, 50.0, 50.0)}}
+
+
 def test_a_record_layout_the_c_code_does_not_read_falls_back_to_numpy(caplog) -> None:
     lib = native.library()
     if lib is None:
@@ -244,3 +357,10 @@ def test_a_reused_scratch_decodes_each_buffer_as_a_fresh_one_would() -> None:
         assert_same_decoded(reused[0], decode_buffer(raw, LAYOUT)[0])
         for a in (reused[0].kernels.duration_ns, reused[0].memset_bytes):
             assert a.ctypes.data % 8 == 0  # every array 8-byte aligned in the block
+
+
+def test_an_arrays_address_is_its_first_elements_whatever_the_array() -> None:
+    a = np.arange(16, dtype=np.int64)
+    read_only = np.frombuffer(b"abcdefgh", np.uint8)
+    for x in (a, a[3:], a[:0], read_only, a.view(np.uint8)[8:]):
+        assert native.ptr(x) == x.ctypes.data

@@ -106,6 +106,9 @@ class Mode:
     def flush(self) -> None:
         pass
 
+    def warm(self, b_block: bool) -> None:
+        """After a block's opening flush, before its clock starts."""
+
     def wrap(self, step: Step) -> Step:
         return step
 
@@ -322,13 +325,23 @@ class Ours(SectionMode):
             raw._on_bytes = count
 
     flush = staticmethod(cupti_flush_forced)
+    warm_a = False
+    """Whether A blocks trace too, and so get the same warm-up as B blocks."""
+
+    def warm(self, b_block: bool) -> None:
+        # The first marker after a forced flush takes 1-1.5 ms (runs H-K): a job pays
+        # that once per report, but the bench flushes around every block. One fence
+        # marker before the clock starts pays it where a block does not count it.
+        if b_block or self.warm_a:
+            from pacekeeper.cupti_ext.attribution import encode_external_id
+
+            backend = self.det._backend
+            backend._emit(encode_external_id(0, 0, False), backend._marker)
 
     def block_start(self) -> None:
         # At interval 1 a running job has records on when an entry starts (kept on from
         # the last one; switched on once per report window): switch them on here, out
         # of the timed region, as A blocks of the *_vs_bare modes do for the floor.
-        # A block's first entry still pays ~1-1.5 ms (run J): the first marker after
-        # the previous block's forced flush is slow; in a job, once per report.
         backend = self.det._backend
         if backend._keep_on and backend.sample_every == 1:
             backend._gate(True)
@@ -351,6 +364,8 @@ class OursVsBare(Ours):
     """ours_i1 against the floor in the same process: A blocks trace every kernel
     through the backend's own buffer callbacks with records only counted (bare_raw),
     B blocks run the detector. The difference is what we add above bare tracing."""
+
+    warm_a = True
 
     def __init__(self) -> None:
         super().__init__("ours_i1_vs_bare", 1)
@@ -418,7 +433,7 @@ class OursParts(OursVsBare):
 
     def __init__(self, name: str, sample_every: int | None, vs_bare: bool) -> None:
         Ours.__init__(self, name, sample_every)
-        self.vs_bare = vs_bare
+        self.vs_bare = self.warm_a = vs_bare
 
     def setup(self) -> None:
         super().setup()
@@ -594,11 +609,17 @@ class Nvrx(SectionMode):
         self.det.shutdown()
 
 
-def run_block(step: Step, steps: int, flush: Callable[[], None] = lambda: None) -> float:
+def run_block(
+    step: Step,
+    steps: int,
+    flush: Callable[[], None] = lambda: None,
+    warm: Callable[[], None] = lambda: None,
+) -> float:
     import torch
 
     torch.cuda.synchronize()
     flush()
+    warm()
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
@@ -612,18 +633,18 @@ def measure(mode: Mode, step: Step, pairs: int, block: int) -> dict[str, Any]:
     a_times: list[float] = []
     b_times: list[float] = []
 
-    def around(start: Callable[[], None], end: Callable[[], None], fn: Step) -> float:
+    def around(start: Callable[[], None], end: Callable[[], None], fn: Step, b: bool) -> float:
         start()
         try:
-            return run_block(fn, block, mode.flush)
+            return run_block(fn, block, mode.flush, lambda: mode.warm(b))
         finally:
             end()
 
     def run_a() -> float:
-        return around(mode.a_block_start, mode.a_block_end, step)
+        return around(mode.a_block_start, mode.a_block_end, step, False)
 
     def run_b() -> float:
-        return around(mode.block_start, mode.block_end, timed)
+        return around(mode.block_start, mode.block_end, timed, True)
 
     run_a()  # warm both paths
     run_b()
@@ -851,7 +872,22 @@ def stop_marker_variants(step: Step, rounds: int = 60) -> dict[str, Any]:
             second.append(time.perf_counter_ns() - t0)
 
         second: list[int] = []
+        small = torch.ones(16, device="cuda")
+        launch_first: list[int] = []
+
+        def after_main_thread_launch() -> None:
+            # The bench's step ends in backward, whose kernels autograd launches from
+            # its own thread; a training step ends on the main thread (the optimizer).
+            t0 = time.perf_counter_ns()
+            small.add_(1)
+            launch_first.append(time.perf_counter_ns() - t0)
+            t0 = time.perf_counter_ns()
+            res.fn(res.buffer, 8, MARKER_WORDS, res.stream)
+            second_after_launch.append(time.perf_counter_ns() - t0)
+
+        second_after_launch: list[int] = []
         variants: dict[str, Callable[[], Any]] = {
+            "main_thread_launch_then_memset": after_main_thread_launch,
             "private_memset_61_words": private(MARKER_WORDS),
             "private_memset_1_word": private(1),
             "torch_stream_memset_61_words": lambda: res.fn(
@@ -884,70 +920,10 @@ def stop_marker_variants(step: Step, rounds: int = 60) -> dict[str, Any]:
         lib.cuEventDestroy_v2(event)
     out = medians_us(times)
     out["private_memset_twice_second_us_median"] = statistics.median(second) / 1e3
+    out["main_thread_launch_us_median"] = statistics.median(launch_first) / 1e3
+    out["memset_after_main_thread_launch_us_median"] = statistics.median(second_after_launch) / 1e3
     out["private_memset_records_off_us_median"] = statistics.median(times_off) / 1e3
     return out
-
-
-def stop_marker_added(step: Step, rounds: int = 600) -> dict[str, Any]:
-    """Whether the stop marker's 30-40 us are added to a job's time or only moved: right
-    after a step's launches any CUDA call is slow, so whichever call comes first (the
-    marker, or the next step's first launch) pays. Two steps back to back, plain (A)
-    or with a marker between them (B) or before the first (C, where a marker is cheap),
-    in random order per round, kernel and memset records on; medians of B - A and
-    C - A per round."""
-    import random
-
-    from cupti import cupti
-
-    from pacekeeper.cupti_ext.markers import MARKER_WORDS
-
-    kernel, memset = cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET
-    with entry_calls(step) as make:
-        res = make.resources  # type: ignore[attr-defined]
-
-        def marker() -> None:
-            res.fn(res.buffer, 7, MARKER_WORDS, res.stream)
-
-        def run(kind: str) -> int:
-            t0 = time.perf_counter_ns()
-            if kind == "C":
-                marker()
-            step()
-            if kind == "B":
-                marker()
-            step()
-            return time.perf_counter_ns() - t0
-
-        cupti.activity_enable(kernel)
-        cupti.activity_enable(memset)
-        rng = random.Random(0)
-        between: list[int] = []
-        before: list[int] = []
-        for _ in range(rounds):
-            order = ["A", "B", "C"]
-            rng.shuffle(order)
-            t = {kind: run(kind) for kind in order}
-            between.append(t["B"] - t["A"])
-            before.append(t["C"] - t["A"])
-        cupti.activity_disable(kernel)
-        cupti.activity_disable(memset)
-        cupti.activity_flush_all(1)
-
-    def summary(d: list[int]) -> dict[str, float]:
-        us = np.array(d, np.float64) / 1e3
-        half = 1.2533 * us.std() / np.sqrt(len(us))  # the median's standard error
-        return {
-            "median_us": float(np.median(us)),
-            "median_se_us": float(half),
-            "p25_us": float(np.percentile(us, 25)),
-            "p75_us": float(np.percentile(us, 75)),
-        }
-
-    return {
-        "rounds": rounds,
-        "marker_between_steps": summary(between),
-        "marker_before": summary(before),
-    }
 
 
 def sampled_call_costs(step: Step, every: int = 32, traced: int = 12) -> dict[str, Any]:
@@ -1403,7 +1379,6 @@ def main(argv: list[str] | None = None) -> int:
             "marker_calls": lambda: marker_call_costs(launch),
             "sampled_calls": lambda: sampled_call_costs(launch),
             "stop_marker_variants": lambda: stop_marker_variants(launch),
-            "stop_marker_added": lambda: stop_marker_added(launch),
             "flush_delivery": lambda: flush_delivery(launch),
         }
         for key, run in diagnostics.items():

@@ -290,17 +290,27 @@ class SectionMode(Mode):
 
 class Ours(SectionMode):
     def __init__(
-        self, name: str, sample_every: int | None, marker: str = "auto", decode: bool = True
+        self,
+        name: str,
+        sample_every: int | None,
+        marker: str = "auto",
+        decode: bool = True,
+        buffer_kib: int | None = None,
     ) -> None:
         self.name = name
         self.sample_every = sample_every
         self.marker = marker
         self.decode = decode
+        self.buffer_kib = buffer_kib
 
     def setup(self) -> None:
         from pacekeeper.detector import Detector
 
         os.environ["PACEKEEPER_KERNEL_MARKER"] = self.marker
+        if self.buffer_kib is not None:
+            os.environ["PACEKEEPER_CUPTI_BUFFER_KIB"] = str(self.buffer_kib)
+        else:
+            os.environ.pop("PACEKEEPER_CUPTI_BUFFER_KIB", None)
         if self.sample_every is not None:
             os.environ["PACEKEEPER_KERNEL_SAMPLE_EVERY"] = str(self.sample_every)
         else:
@@ -358,6 +368,7 @@ class Ours(SectionMode):
         self.det.shutdown()
         os.environ.pop("PACEKEEPER_KERNEL_SAMPLE_EVERY", None)
         os.environ.pop("PACEKEEPER_KERNEL_MARKER", None)
+        os.environ.pop("PACEKEEPER_CUPTI_BUFFER_KIB", None)
 
 
 class OursVsBare(Ours):
@@ -431,8 +442,10 @@ class OursParts(OursVsBare):
     ``vs_bare``: A blocks trace every kernel with records only counted (as in
     ours_i1_vs_bare); otherwise A blocks are plain."""
 
-    def __init__(self, name: str, sample_every: int | None, vs_bare: bool) -> None:
-        Ours.__init__(self, name, sample_every)
+    def __init__(
+        self, name: str, sample_every: int | None, vs_bare: bool, buffer_kib: int | None = None
+    ) -> None:
+        Ours.__init__(self, name, sample_every, buffer_kib=buffer_kib)
         self.vs_bare = self.warm_a = vs_bare
 
     def setup(self) -> None:
@@ -897,6 +910,8 @@ def stop_marker_variants(step: Step, rounds: int = 60) -> dict[str, Any]:
             "private_event_record": lambda: lib.cuEventRecord(event, ctypes.c_void_p(res.stream)),
             "private_stream_query": lambda: query(ctypes.c_void_p(res.stream)),
             "get_timestamp": cupti.get_timestamp,
+            # The parts modes read this clock once per hook side (their own cost).
+            "thread_time_ns": time.thread_time_ns,
         }
         times: dict[str, list[int]] = {name: [] for name in variants}
         times_off: list[int] = []
@@ -923,6 +938,39 @@ def stop_marker_variants(step: Step, rounds: int = 60) -> dict[str, Any]:
     out["main_thread_launch_us_median"] = statistics.median(launch_first) / 1e3
     out["memset_after_main_thread_launch_us_median"] = statistics.median(second_after_launch) / 1e3
     out["private_memset_records_off_us_median"] = statistics.median(times_off) / 1e3
+    return out
+
+
+def marker_after_flush(step: Step, rounds: int = 20) -> dict[str, Any]:
+    """The first marker after a flush (kernel and memset records on, device
+    synchronized): a forced flush (every report's) against a plain one, and the
+    marker after that. A traced entry right after a forced flush took 1-1.5 ms."""
+    import torch
+    from cupti import cupti
+
+    from pacekeeper.cupti_ext.markers import MARKER_WORDS
+
+    kernel, memset = cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMSET
+    out: dict[str, Any] = {}
+    with entry_calls(step) as make:
+        res = make.resources  # type: ignore[attr-defined]
+        cupti.activity_enable(kernel)
+        cupti.activity_enable(memset)
+        times: dict[str, list[int]] = {}
+        for i in range(2 * rounds):
+            forced = i % 2 == 0
+            step()
+            torch.cuda.synchronize()
+            cupti.activity_flush_all(1 if forced else 0)
+            for which in ("first", "second"):
+                t0 = time.perf_counter_ns()
+                res.fn(res.buffer, 9, MARKER_WORDS, res.stream)
+                key = f"{'forced' if forced else 'plain'}_flush_{which}_marker"
+                times.setdefault(key, []).append(time.perf_counter_ns() - t0)
+        cupti.activity_disable(kernel)
+        cupti.activity_disable(memset)
+        cupti.activity_flush_all(1)
+        out = medians_us(times)
     return out
 
 
@@ -1288,6 +1336,12 @@ def main(argv: list[str] | None = None) -> int:
         "ours_switched_vs_bare": OursSwitchedVsBare,
         "ours_i1_parts": lambda: OursParts("ours_i1_parts", 1, vs_bare=True),
         "ours_default_parts": lambda: OursParts("ours_default_parts", None, vs_bare=False),
+        # The same with smaller CUPTI buffers (PACEKEEPER_CUPTI_BUFFER_KIB).
+        "ours_i1_parts_1mib": lambda: OursParts("ours_i1_parts_1mib", 1, True, 1024),
+        "ours_i1_parts_2mib": lambda: OursParts("ours_i1_parts_2mib", 1, True, 2048),
+        "ours_i1_1mib": lambda: Ours("ours_i1_1mib", 1, buffer_kib=1024),
+        "ours_i1_2mib": lambda: Ours("ours_i1_2mib", 1, buffer_kib=2048),
+        "ours_default_1mib": lambda: Ours("ours_default_1mib", None, buffer_kib=1024),
     }
     from pacekeeper.cupti_ext.sampling import START_SAMPLE_EVERY
 
@@ -1379,6 +1433,7 @@ def main(argv: list[str] | None = None) -> int:
             "marker_calls": lambda: marker_call_costs(launch),
             "sampled_calls": lambda: sampled_call_costs(launch),
             "stop_marker_variants": lambda: stop_marker_variants(launch),
+            "marker_after_flush": lambda: marker_after_flush(launch),
             "flush_delivery": lambda: flush_delivery(launch),
         }
         for key, run in diagnostics.items():

@@ -51,6 +51,8 @@ one of N outermost section entries."""
 INJECTION_ENV = ("CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID", "NV_NSIGHT_INJECTION")
 _MARKER_CANDIDATES = ("cuDriverGetVersion", "cuDeviceGetCount")
 MARKER_ENV = "PACEKEEPER_KERNEL_MARKER"
+BUFFER_ENV = "PACEKEEPER_CUPTI_BUFFER_KIB"
+_BUFFER_KIB_RANGE = (64, 1 << 16)
 MARKER_MODES = ("memset", "api", "driver")
 """How section markers reach CUPTI's records (see _pick_marker)."""
 AUTO_MARKERS = ("memset", "api", "driver")
@@ -205,6 +207,21 @@ def marker_modes_from_env(environ: dict[str, str] | None = None) -> tuple[str, .
     return (raw, *(m for m in AUTO_MARKERS if m != raw))
 
 
+def buffer_bytes_from_env(environ: dict[str, str] | None = None) -> int | None:
+    """CUPTI's buffer size from the environment (in KiB there), or None (unset)."""
+    raw = (os.environ if environ is None else environ).get(BUFFER_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        kib = int(raw)
+    except ValueError:
+        raise ValueError(f"{BUFFER_ENV}={raw!r} is not an integer (KiB)") from None
+    low, high = _BUFFER_KIB_RANGE
+    if not low <= kib <= high:
+        raise ValueError(f"{BUFFER_ENV}={kib} must be between {low} and {high} KiB")
+    return kib << 10
+
+
 def sample_every_from_env(environ: dict[str, str] | None = None) -> int | None:
     """A fixed N from the environment, or None for the adaptive rule (unset, ``auto``)."""
     raw = (os.environ if environ is None else environ).get(SAMPLE_EVERY_ENV, "").strip()
@@ -233,7 +250,7 @@ class CuptiBackend:
         self,
         *,
         sample_every: int | None = None,
-        buffer_size: int = BUFFER_BYTES,
+        buffer_size: int | None = None,
         ring: int = 256,
         max_keys: int = 1024,
         max_section_groups: int = 8192,
@@ -263,6 +280,8 @@ class CuptiBackend:
         self._layout = RecordLayout.from_cupti(c)
         self._kernel_kind = c.ActivityKind.CONCURRENT_KERNEL
         self._ext_kind = int(c.ExternalCorrelationKind.CUSTOM2)  # CUSTOM0/1 are Kineto's
+        if buffer_size is None:
+            buffer_size = buffer_bytes_from_env() or BUFFER_BYTES
         self._buffer_size = buffer_size
         self._lock = threading.Lock()
         # Signalled by the buffer callbacks: a fence waits on it instead of polling.
@@ -314,7 +333,7 @@ class CuptiBackend:
             c.get_timestamp()  # loads libcupti
             register_fn = register_callbacks_function()
             if register_fn is not None:
-                self._raw = RawBuffers(register_fn, buffer_size, self._on_bytes)
+                self._raw = RawBuffers(register_fn, self._buffer_size, self._on_bytes)
             else:
                 logger.info("raw CUPTI buffers unavailable; using cupti-python's record objects")
         self._marker, self._marker_cbid = self._pick_marker()
@@ -898,6 +917,7 @@ def _torch_profiler_probe() -> Callable[[], bool] | None:
 
 
 __all__ = [
+    "BUFFER_ENV",
     "MARKER_ENV",
     "CuptiBackend",
     "CuptiConflict",

@@ -61,11 +61,17 @@ def select_backend(
     if choice in ("auto", "cupti"):
         # Settings are the user's input: a bad one fails initialize, naming the variable,
         # rather than being taken for a CUPTI failure (or passing unseen without a GPU).
-        from .cupti_backend import marker_modes_from_env, sample_every_from_env
+        from .cupti_backend import (
+            buffer_bytes_from_env,
+            marker_modes_from_env,
+            sample_every_from_env,
+        )
         from .kernel_keys import comm_pattern_from_env
 
         if "sample_every" not in cupti_options:
             sample_every_from_env()
+        if "buffer_size" not in cupti_options:
+            buffer_bytes_from_env()
         marker_modes_from_env()
         comm_pattern_from_env()
     if choice == "none":

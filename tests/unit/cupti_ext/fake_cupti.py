@@ -37,6 +37,8 @@ class FakeCupti:
 
     def __init__(self) -> None:
         self.enabled: set[int] = set()
+        self.buffer_sizes: list[int] = []
+        """Size of each buffer the raw callbacks handed CUPTI."""
         # CUPTI's per-API filter (cuptiActivityEnableDriverApi); unset ids count as on
         # for the DRIVER kind and as off on their own.
         self.api_flags: dict[int, bool] = {}
@@ -124,6 +126,7 @@ class FakeCupti:
             req, done = self.raw
             buf, size, maxr = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
             req(ctypes.byref(buf), ctypes.byref(size), ctypes.byref(maxr))
+            self.buffer_sizes.append(size.value)
             assert size.value >= len(data)
             ctypes.memmove(buf.value, data, len(data))
             done(None, 0, buf.value, size.value, len(data))

@@ -13,6 +13,8 @@ from fake_cupti import FakeCupti, FakeLibcuda
 
 from pacekeeper.cupti_ext import cupti_backend
 from pacekeeper.cupti_ext.cupti_backend import (
+    BUFFER_BYTES,
+    BUFFER_ENV,
     MARKER_ENV,
     CuptiBackend,
     CuptiUnavailable,
@@ -407,6 +409,23 @@ def test_marker_modes_come_from_the_environment(raw, modes):
 def test_an_unknown_marker_mode_is_refused_naming_the_variable():
     with pytest.raises(ValueError, match=f"{MARKER_ENV}='nvtx' is not one of auto, memset"):
         marker_modes_from_env({MARKER_ENV: "nvtx"})
+
+
+@pytest.mark.parametrize(("kib", "expected"), [(None, BUFFER_BYTES), ("64", 64 << 10)])
+def test_cupti_buffers_are_the_size_the_environment_asks(  # noqa: PLR0917
+    monkeypatch, fake, libcuda, names, kib, expected
+):
+    if kib is None:
+        monkeypatch.delenv(BUFFER_ENV, raising=False)
+    else:
+        monkeypatch.setenv(BUFFER_ENV, kib)
+    b = CuptiBackend(cupti_module=fake, libcuda=libcuda, sample_every=1)
+    try:
+        step(b, fake, "step", names["gemm"], 3)
+        assert b.collect().records == 3
+    finally:
+        b.shutdown()
+    assert fake.buffer_sizes and set(fake.buffer_sizes) == {expected}
 
 
 @pytest.mark.parametrize("failing", ["start", "stop", "nested start"])

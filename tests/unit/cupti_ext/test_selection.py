@@ -98,6 +98,12 @@ def test_none_is_honoured_even_with_a_gpu(gpu):
             "PACEKEEPER_KERNEL_SAMPLE_EVERY='often' is not an integer or 'auto'",
         ),
         ("PACEKEEPER_COMM_KERNEL_PATTERN", "nccl(", "PACEKEEPER_COMM_KERNEL_PATTERN='nccl\\('"),
+        ("PACEKEEPER_CUPTI_BUFFER_KIB", "4M", "PACEKEEPER_CUPTI_BUFFER_KIB='4M' is not an integer"),
+        (
+            "PACEKEEPER_CUPTI_BUFFER_KIB",
+            "16",
+            "PACEKEEPER_CUPTI_BUFFER_KIB=16 must be between 64 and 65536 KiB",
+        ),
     ],
 )
 def test_bad_kernel_timing_settings_fail_at_selection_naming_the_variable(

@@ -268,7 +268,8 @@ static inline int inside(int64_t *L, int64_t c)
  * key (comm[kid]) is counted and left out; the rest are folded into the global table
  * at row g_dense[kid] and, per section whose entries hold them, into the section
  * table at row dense[kid] of that section's first list that holds them (the lists of
- * a section are adjacent and share one dense map, which holds every key id). A row
+ * a section are adjacent and share one dense map, which holds every key id; with no
+ * section table, s_addr NULL, lists only decide what is inside a section). A row
  * of -1 is refused (counted); a key with no row yet (-2) is not folded: the kernel
  * goes to ``deferred`` as (list index, kernel index), list -1 for the global table,
  * for Python to give the key a row and fold it after. Every kernel of a key without
@@ -280,7 +281,9 @@ void pk_attribute_fold(const uint32_t *corr, const int64_t *dur_ns, const int64_
                        const int64_t *g_dense, const int64_t *g_addr, const int64_t *s_addr,
                        int64_t ring, int64_t *held, int64_t *deferred, int64_t *counts)
 {
-    const stats_t g = stats_at(g_addr), s = stats_at(s_addr);
+    const stats_t g = stats_at(g_addr);
+    const stats_t s = s_addr ? stats_at(s_addr) : g;
+    const int fold_sections = s_addr != NULL;
     const int64_t mask = ring_mask_of(ring);
     int64_t nheld = 0, records = 0, ncomm = 0, outside = 0, refused = 0, ndef = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -298,7 +301,7 @@ void pk_attribute_fold(const uint32_t *corr, const int64_t *dur_ns, const int64_
             if (L[I_SECTION] == last_section || !inside(L, c)) continue;
             last_section = L[I_SECTION];
             any = 1;
-            if (is_comm) break;
+            if (is_comm || !fold_sections) break;
             int64_t r = ((const int64_t *)(intptr_t)L[I_DENSE])[k];
             if (r >= 0) {
                 fold_one(&s, ring, mask, r, (double)dur_ns[i]);

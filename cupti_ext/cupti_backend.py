@@ -261,6 +261,7 @@ class CuptiBackend:
         libcuda: Any = None,
         raw_buffers: bool = True,
         keep_records_on: bool = True,
+        section_stats: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         fixed = sample_every_from_env() if sample_every is None else sample_every
@@ -295,6 +296,7 @@ class CuptiBackend:
             max_pending_records=max_pending_records,
             bucket_shapes=bucket_shapes,
             comm_pattern=comm_pattern if comm_pattern is not None else comm_pattern_from_env(),
+            section_stats=section_stats,
         )
         self._section_ids: dict[str, int] = {}
         self._section_names: list[str] = []

@@ -36,6 +36,7 @@ class KernelWindowBuilder:
         bucket_shapes: bool = True,
         comm_pattern: re.Pattern[str] | None = None,
         keys: KernelKeyTable | None = None,
+        section_stats: bool = True,
     ) -> None:
         self.external_kind = external_kind
         self.keys = keys or KernelKeyTable(
@@ -45,7 +46,11 @@ class KernelWindowBuilder:
         self.memset_markers: MemsetMarkers | None = None
         """Set by the backend when its section markers are memsets (markers.py)."""
         self._global = RingStats(ring)
-        self._per_section = RingStats(ring, max_groups=max_section_groups)
+        # Without section_stats, sections still decide which kernels count (those inside
+        # a traced entry), but no per-section table is kept.
+        self._per_section = (
+            RingStats(ring, max_groups=max_section_groups) if section_stats else None
+        )
         self._max_pending = max_pending_records
         self._pending: KernelBatch | None = None
         self._pending_kid: I64 = np.empty(0, np.int64)
@@ -110,6 +115,8 @@ class KernelWindowBuilder:
         use = inside & ~comm
         self._records += int(np.count_nonzero(use))
         self._global.add(kid, dur, use=use)
+        if self._per_section is None:
+            return
         # By section id: where ``max_section_groups`` runs out, the groups of lower
         # section ids get the rows (the compiled path does the same).
         for sid, mask in sorted(sections.items()):
@@ -135,7 +142,9 @@ class KernelWindowBuilder:
         lists = self.book.interval_lists()
         meta = np.empty((len(lists), native.LIST_FIELDS), np.int64)
         for j, (sid, starts, stops) in enumerate(lists):
-            dense_ptr = per_section.dense_map(sid * _KEY_STRIDE, n_keys)[1]
+            dense_ptr = (
+                0 if per_section is None else per_section.dense_map(sid * _KEY_STRIDE, n_keys)[1]
+            )
             meta[j] = (native.ptr(starts), native.ptr(stops), len(starts), dense_ptr, sid, 0)
         after, before = self.book.pending_bounds()
         held = np.empty(n, np.int64)
@@ -155,7 +164,7 @@ class KernelWindowBuilder:
             len(lists),
             self._global.dense_map(0, n_keys)[1],
             native.ptr(self._global.address_array()),
-            native.ptr(per_section.address_array()),
+            None if per_section is None else native.ptr(per_section.address_array()),
             self._global.ring,
             native.ptr(held),
             native.ptr(deferred),
@@ -165,7 +174,8 @@ class KernelWindowBuilder:
         self._records += records
         self._comm += comm
         self._unattributed += outside
-        per_section.refused += refused
+        if per_section is not None:
+            per_section.refused += refused
         if n_deferred:
             # Keys without a row yet (new kernels, or new in a section): rows now, then
             # their samples, in launch order.
@@ -173,7 +183,9 @@ class KernelWindowBuilder:
             table_of = np.where(which < 0, -1, meta[np.maximum(which, 0), 4])
             for sid in np.unique(table_of).tolist():  # section order, as the numpy path
                 pick = index[table_of == sid]
-                table, base = (self._global, 0) if sid < 0 else (per_section, sid * _KEY_STRIDE)
+                table = self._global if sid < 0 else per_section
+                assert table is not None  # sections defer only where they have a table
+                base = 0 if sid < 0 else sid * _KEY_STRIDE
                 table.fold_new(lib, base, kid[pick], dur[pick].astype(np.float64))
         if n_held:
             self._hold(select(k, held[:n_held]), kid[held[:n_held]])
@@ -187,20 +199,24 @@ class KernelWindowBuilder:
         keys = self.keys.keys
         kernels = {keys[k]: s for k, s in self._global.snapshot().items()}
         sections: dict[str, dict[str, KernelStat]] = {}
-        for group, stat in self._per_section.snapshot().items():
+        per_section = self._per_section
+        for group, stat in ({} if per_section is None else per_section.snapshot()).items():
             sid, kid = divmod(group, _KEY_STRIDE)
             name = section_names[sid] if sid < len(section_names) else OTHER_SECTION
             sections.setdefault(name, {})[keys[kid]] = stat
         window = KernelWindow(
             kernels=kernels,
             sections=sections,
-            dropped_records=self._dropped + extra_dropped + self._per_section.refused,
+            dropped_records=self._dropped
+            + extra_dropped
+            + (0 if per_section is None else per_section.refused),
             records=self._records,
             comm_records=self._comm,
             unattributed_records=self._unattributed,
         )
         self._global.reset()
-        self._per_section.reset()
+        if per_section is not None:
+            per_section.reset()
         self.book.retire()
         self._records = self._comm = self._unattributed = 0
         self._dropped = self._incomplete = self.received = 0

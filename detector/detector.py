@@ -225,7 +225,9 @@ class Detector:
 
             comm_extra = comm_pattern_from_env()
             guard = Guard()
-            backend, choice = select_backend(kernel_timing)
+            # The GPU score reads kernel statistics over every traced section entry;
+            # per-section breakdowns would be folded and snapshotted for nobody.
+            backend, choice = select_backend(kernel_timing, section_stats=False)
             logger.info(
                 "kernel timing backend selected",
                 extra={"backend": choice.name, "reason": choice.reason},

@@ -236,9 +236,10 @@ def _stats_of(window: Any) -> dict[str, Any]:
     ring=st.sampled_from([2, 3, 256]),
     max_section_groups=st.sampled_from([2, 8192]),
     max_pending=st.sampled_from([4, 1 << 20]),
+    section_stats=st.booleans(),
 )
 def test_windows_agree_whatever_the_buffer_cuts_nesting_and_bounds(
-    seed, ring, max_section_groups, max_pending
+    seed, ring, max_section_groups, max_pending, section_stats
 ) -> None:
     """The one-pass attribution and fold (pk_attribute_fold) against the numpy path,
     window by window: entries of three sections, some nested, kernels of four names
@@ -278,7 +279,14 @@ def test_windows_agree_whatever_the_buffer_cuts_nesting_and_bounds(
         rng.shuffle(part)  # type: ignore[arg-type]
     takes = {i for i in range(len(buffers)) if rng.random() < 0.3} | {len(buffers) - 1}
     compiled, numpy_path = both(
-        lambda: _windows(buffers, takes, ring, max_section_groups, max_pending)
+        lambda: _windows(
+            buffers,
+            takes,
+            ring=ring,
+            max_section_groups=max_section_groups,
+            max_pending=max_pending,
+            section_stats=section_stats,
+        )
     )
     assert compiled == numpy_path
 
@@ -286,9 +294,11 @@ def test_windows_agree_whatever_the_buffer_cuts_nesting_and_bounds(
 def _windows(
     buffers: list[list[bytes]],
     takes: set[int],
+    *,
     ring: int = 256,
     max_section_groups: int = 8192,
     max_pending: int = 1 << 20,
+    section_stats: bool = True,
 ) -> list[dict[str, Any]]:
     """Feed the buffers to a window builder; a window after each buffer in ``takes``."""
     b = KernelWindowBuilder(
@@ -297,6 +307,7 @@ def _windows(
         max_section_groups=max_section_groups,
         max_pending_records=max_pending,
         keys=KernelKeyTable(resolve_name=_WINDOW_NAMES.__getitem__),
+        section_stats=section_stats,
     )
     windows = []
     for i, part in enumerate(buffers):

@@ -102,3 +102,29 @@ def test_a_window_is_empty_after_it_was_taken():
     b.take(["step"])
     w = b.take(["step"])
     assert w.kernels == {} and w.records == 0 and w.dropped_records == 0
+
+
+def test_without_section_statistics_sections_still_decide_what_counts():
+    def run(section_stats: bool):
+        b = KernelWindowBuilder(
+            OURS,
+            keys=KernelKeyTable(resolve_name=NAMES.__getitem__),
+            section_stats=section_stats,
+        )
+        feed(
+            b,
+            marker(1, 0, False, 10),
+            kernels([11, 12], name_ptr=1),
+            marker(1, 0, True, 13),
+            kernels([14], name_ptr=2),  # outside every entry
+            marker(2, 1, False, 20),
+            kernels([21], name_ptr=2),
+            kernels([22], name_ptr=3),
+            marker(2, 1, True, 24),
+        )
+        return b.take(["forward", "backward"])
+
+    full, lean = run(True), run(False)
+    assert lean.sections == {} and set(full.sections) == {"forward", "backward"}
+    assert lean.kernels == full.kernels and names(lean.kernels) == {"gemm": 2, "relu": 1}
+    assert (lean.records, lean.comm_records, lean.unattributed_records) == (3, 1, 1)

@@ -54,12 +54,16 @@ class ScriptedBackend:
             raise RuntimeError("shutdown failed")
 
 
-def _use(monkeypatch: pytest.MonkeyPatch, backend: Any) -> None:
-    monkeypatch.setattr(
-        cupti_ext,
-        "select_backend",
-        lambda requested=None: (backend, BackendChoice("scripted", "test")),
-    )
+def _use(monkeypatch: pytest.MonkeyPatch, backend: Any) -> dict[str, Any]:
+    """Make the detector select ``backend``; returns the options it asked for."""
+    asked: dict[str, Any] = {}
+
+    def select(requested: str | None = None, **options: Any) -> Any:
+        asked.update(options, requested=requested)
+        return backend, BackendChoice("scripted", "test")
+
+    monkeypatch.setattr(cupti_ext, "select_backend", select)
+    return asked
 
 
 def test_backend_collect_failure_degrades_to_a_report_without_gpu_scores(
@@ -81,6 +85,17 @@ def test_backend_collect_failure_degrades_to_a_report_without_gpu_scores(
         "backend.collect": 2,
         "backend.shutdown": 1,
     }
+
+
+def test_the_detector_asks_its_backend_for_no_per_section_kernel_statistics(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its GPU score reads kernels over all traced entries; a per-section table would
+    # be folded on every buffer and snapshotted on every report for nobody.
+    asked = _use(monkeypatch, ScriptedBackend([]))
+    Detector.initialize(kernel_timing="auto")
+    Detector.shutdown()
+    assert asked == {"requested": "auto", "section_stats": False}
 
 
 def test_internal_error_is_logged_once_per_cause(

@@ -274,7 +274,7 @@ static inline int inside(int64_t *L, int64_t c)
  * goes to ``deferred`` as (list index, kernel index), list -1 for the global table,
  * for Python to give the key a row and fold it after. Every kernel of a key without
  * a row is deferred, so each row still sees its samples in launch order.
- * ``deferred`` holds n * (n_lists + 1) pairs. */
+ * ``deferred`` holds n * (n_lists + 1) pairs, n without a section table. */
 void pk_attribute_fold(const uint32_t *corr, const int64_t *dur_ns, const int64_t *kid,
                        int64_t n, int64_t pend_after, int64_t pend_before,
                        const uint8_t *comm, int64_t *lists, int64_t n_lists,

@@ -22,6 +22,8 @@ from .records import DecodedBuffer, KernelBatch
 OTHER_SECTION = "<other>"
 _KEY_STRIDE = 1 << 32
 I64 = npt.NDArray[np.int64]
+_META_SECTION = 4
+"""Column of an interval list's section id in ``pk_attribute_fold``'s list array."""
 
 
 class KernelWindowBuilder:
@@ -148,7 +150,9 @@ class KernelWindowBuilder:
             meta[j] = (native.ptr(starts), native.ptr(stops), len(starts), dense_ptr, sid, 0)
         after, before = self.book.pending_bounds()
         held = np.empty(n, np.int64)
-        deferred = np.empty((n * (len(lists) + 1), 2), np.int64)
+        # A kernel defers at most once per table (global, and its sections with one).
+        tables = 1 + (len(lists) if per_section is not None else 0)
+        deferred = np.empty((n * tables, 2), np.int64)
         counts = np.empty(native.ATTRIBUTE_COUNTS, np.int64)
         corr = np.ascontiguousarray(k.correlation_id, np.uint32)
         dur = np.ascontiguousarray(k.duration_ns, np.int64)
@@ -180,7 +184,7 @@ class KernelWindowBuilder:
             # Keys without a row yet (new kernels, or new in a section): rows now, then
             # their samples, in launch order.
             which, index = deferred[:n_deferred, 0], deferred[:n_deferred, 1]
-            table_of = np.where(which < 0, -1, meta[np.maximum(which, 0), 4])
+            table_of = np.where(which < 0, -1, meta[np.maximum(which, 0), _META_SECTION])
             for sid in np.unique(table_of).tolist():  # section order, as the numpy path
                 pick = index[table_of == sid]
                 table = self._global if sid < 0 else per_section

@@ -172,20 +172,6 @@ void pk_insert(uint64_t *tkeys, int64_t *tvals, int64_t mask, uint64_t p, int64_
     tvals[s] = v;
 }
 
-/* Rows of ``groups`` from a dense map (group -> row; -2 unknown, -1 refused). Returns
- * how many groups are unknown or beyond the map (rows[i] = -2 for those). */
-int64_t pk_rows(const int64_t *groups, int64_t n, const int64_t *dense, int64_t size, int64_t *rows)
-{
-    int64_t unknown = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t g = groups[i];
-        int64_t r = (g >= 0 && g < size) ? dense[g] : -2;
-        rows[i] = r;
-        unknown += r == -2;
-    }
-    return unknown;
-}
-
 /* One statistics table (kernel_stats.RingStats): six arrays by row. */
 typedef struct {
     int64_t *count;

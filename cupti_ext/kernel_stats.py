@@ -145,34 +145,16 @@ class RingStats:
         use: npt.NDArray[np.bool_] | None,
     ) -> bool:
         """The compiled fold (one pass, no sort); False where it does not apply."""
-        n = len(groups)
-        if n == 0:
+        if len(groups) == 0:
             return True
         groups = np.ascontiguousarray(groups, np.int64)
         lo, hi = int(groups.min()), int(groups.max())
         if lo < 0 or hi >= _DENSE_MAX:
             return False
-        dense, dense_ptr = self.dense_map(base, hi + 1)
-        rows = np.empty(n, np.int64)
-        groups_ptr, rows_ptr = native.ptr(groups), native.ptr(rows)
-        c = lib.lib
-        if c.pk_rows(groups_ptr, n, dense_ptr, len(dense), rows_ptr):
-            new = (rows == _UNKNOWN) if use is None else ((rows == _UNKNOWN) & use)
-            for g in np.unique(groups[new]).tolist():
-                dense[g] = self._row(base + g)
-            c.pk_rows(groups_ptr, n, dense_ptr, len(dense), rows_ptr)
-        refused = rows < 0 if use is None else (rows < 0) & use
-        self.refused += int(np.count_nonzero(refused))
-        dur = np.ascontiguousarray(durations, np.float64)
-        mask = None if use is None else np.ascontiguousarray(use, np.bool_)
-        c.pk_fold(
-            rows_ptr,
-            native.ptr(dur),
-            None if mask is None else native.ptr(mask),
-            n,
-            self.ring,
-            *self.addresses(),
-        )
+        if use is not None:
+            groups, durations = groups[use], durations[use]
+        self.dense_map(base, hi + 1)
+        self.fold_new(lib, base, groups, durations)
         return True
 
     # --- for the compiled window fold (window_builder) ---------------------------------
@@ -202,7 +184,8 @@ class RingStats:
 
     def fold_new(self, lib: native.NativeLib, base: int, groups: I64, durations: F64) -> None:
         """Fold samples of groups that may have no row yet (``base + groups[i]``, every
-        group inside its dense map): rows are given first, then one compiled fold."""
+        group inside its dense map): rows are given first, then one compiled fold;
+        samples of groups refused a row are counted in ``refused``."""
         dense = self.dense_map(base, 0)[0]
         for g in np.unique(groups[dense[groups] < -1]).tolist():
             dense[g] = self._row(base + g)

@@ -66,8 +66,6 @@ class NativeLib:
         lib.pk_lookup.restype = _I64
         lib.pk_insert.argtypes = [_P, _P, _I64, ctypes.c_uint64, _I64]
         lib.pk_insert.restype = None
-        lib.pk_rows.argtypes = [_P, _I64, _P, _I64, _P]
-        lib.pk_rows.restype = _I64
         lib.pk_fold.argtypes = [_P, _P, _P, _I64, _I64, _P, _P, _P, _P, _P, _P]
         lib.pk_fold.restype = None
         lib.pk_attribute_fold.argtypes = [_P, _P, _P, _I64, _I64, _I64, _P, _P, _I64]

@@ -21,12 +21,12 @@ $(STAMP): pyproject.toml constraints.txt setup.py cupti_ext/_native.c
 venv: $(STAMP)
 
 demo: venv
-	$(VENV)/bin/pacekeeper demo
+	$(PY) examples/demo.py
 
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy cupti_ext detector controller
+	$(PY) -m mypy cupti_ext detector controller examples
 
 test: venv lint
 	$(PY) -m pytest

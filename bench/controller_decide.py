@@ -23,17 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _table import emit
 
-from pacekeeper.controller.engine import decide
-from pacekeeper.controller.observations import (
-    ClusterView,
-    JobKey,
-    JobView,
-    NodeName,
-    NodeView,
-    Window,
-)
-from pacekeeper.controller.policy import PolicyDocument, parse_policy_document
-from pacekeeper.controller.state import State
+from pacekeeper.controller.core.engine import decide
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.observations import ClusterView, JobView, NodeView, Window
+from pacekeeper.controller.core.policy import PolicyDocument, parse_policy_document
+from pacekeeper.controller.core.state import State
 from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

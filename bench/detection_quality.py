@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from pacekeeper.controller.policy import Mode
+from pacekeeper.controller.core.policy import Mode
 from pacekeeper.controller.simulation.commands import quality_table
 from pacekeeper.controller.simulation.models import JobSimulator, ModelParams
 from pacekeeper.controller.simulation.presets import simulation_policy

@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "k8s"))  
 
 from _table import emit
 
+from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.detector import Detector
 from pacekeeper.detector.reporters import Backoff, make_publisher
-from pacekeeper.detector.reporters.synthetic import synthetic_report
 from pacekeeper.detector.score_report import JobIdentity, Platform
 
 SECTIONS = ("forward", "backward", "optimizer", "data")

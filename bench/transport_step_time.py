@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "k8s"))  
 
 from _table import emit
 
+from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.detector.reporters import Backoff, Publisher
 from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
-from pacekeeper.detector.reporters.synthetic import synthetic_report
 from pacekeeper.detector.score_report import JobIdentity, Platform
 
 STEPS_PER_BLOCK = 100

@@ -3,7 +3,7 @@
 Helm checks every install and upgrade against values.schema.json, so a bad value fails
 before anything reaches the cluster, with a message naming the key. The schema is
 generated, never edited: the chart-level keys come from the models below and the
-``policy`` key from ``pacekeeper.controller.policy.policy_json_schema()``, so the chart
+``policy`` key from ``pacekeeper.controller.core.policy.policy_json_schema()``, so the chart
 and the controller cannot disagree about what a valid policy is.
 
     python charts/pacekeeper/values_schema.py           # rewrite values.schema.json
@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel, to_snake
 
-from pacekeeper.controller.policy import (
+from pacekeeper.controller.core.policy import (
     API_VERSION,
     KIND,
     PolicyDocument,
@@ -430,7 +430,7 @@ def embed_policy_schema(schema: dict[str, Any], policy_schema: dict[str, Any]) -
     if "required" in policy:
         policy["required"] = [k for k in policy["required"] if k not in _CHART_OWNED_POLICY_KEYS]
     policy["description"] = (
-        "Body of the controller's policy document (pacekeeper.controller.policy)."
+        "Body of the controller's policy document (pacekeeper.controller.core.policy)."
     )
     policy_defs = policy.pop("$defs", {})
     policy = _rewrite_refs(policy, "#/$defs/", "#/$defs/Policy.")

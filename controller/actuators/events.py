@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from pacekeeper.controller.actuators.api import Body, KubeApi
 from pacekeeper.controller.actuators.retries import RetrySettings, retrying, status_of
-from pacekeeper.controller.marks import (
+from pacekeeper.controller.core.marks import (
     EVENT_COMPONENT,
     EVENT_JOB_ANNOTATION,
     EVENT_POLICY_ANNOTATION,

@@ -12,7 +12,7 @@ from pacekeeper.controller.actuators.events import EventRecorder
 from pacekeeper.controller.actuators.nodes import NodeActuator
 from pacekeeper.controller.actuators.pods import PodActuator
 from pacekeeper.controller.actuators.retries import RetrySettings
-from pacekeeper.controller.marks import DEFAULT_OWNER, Provenance
+from pacekeeper.controller.core.marks import DEFAULT_OWNER, Provenance
 
 
 class KubernetesActuators:

@@ -26,7 +26,7 @@ from pacekeeper.controller.actuators.events import (
 from pacekeeper.controller.actuators.results import ActionResult, Outcome
 from pacekeeper.controller.actuators.retries import RetrySettings, retrying, status_of
 from pacekeeper.controller.actuators.unanswered import UnansweredWrites
-from pacekeeper.controller.marks import (
+from pacekeeper.controller.core.marks import (
     CORDON_ANNOTATION,
     TAINT_ANNOTATION,
     TAINT_EFFECT,
@@ -36,7 +36,7 @@ from pacekeeper.controller.marks import (
     our_taint,
     provenance_of,
 )
-from pacekeeper.controller.observations import MarkKind
+from pacekeeper.controller.core.observations import MarkKind
 
 logger = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from pacekeeper.controller.actuators.retries import (
     status_of,
 )
 from pacekeeper.controller.actuators.unanswered import UnansweredWrites
-from pacekeeper.controller.decisions import Reason
-from pacekeeper.controller.marks import Provenance
-from pacekeeper.controller.ranks import PodTarget
+from pacekeeper.controller.core.decisions import Reason
+from pacekeeper.controller.core.marks import Provenance
+from pacekeeper.controller.core.ranks import PodTarget
 
 logger = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
     trace: Path | None = None,
     policy: Path | None = None,
 ) -> int:
-    from pacekeeper.controller.policy import load_policy_file
+    from pacekeeper.controller.core.policy import load_policy_file
     from pacekeeper.controller.simulation.models import ModelParams
     from pacekeeper.controller.simulation.runner import simulate
     from pacekeeper.controller.simulation.scenarios import get_scenario
@@ -109,8 +109,8 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
 def replay_command(policy: Path, trace: Path, show_holds: bool = False) -> int:
     from collections import Counter
 
-    from pacekeeper.controller.decisions import Verdict
-    from pacekeeper.controller.policy import load_policy_file
+    from pacekeeper.controller.core.decisions import Verdict
+    from pacekeeper.controller.core.policy import load_policy_file
     from pacekeeper.controller.simulation.runner import read_trace, replay
 
     console = Console()

@@ -10,7 +10,7 @@ slowdowns of 10% or more within two windows, and of a 3% one within five minutes
 
 from __future__ import annotations
 
-from pacekeeper.controller.policy import (
+from pacekeeper.controller.core.policy import (
     Ladder,
     LadderStep,
     Mode,

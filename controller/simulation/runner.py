@@ -24,16 +24,17 @@ from typing import IO
 
 import numpy as np
 
-from pacekeeper.controller.attribution import score_getter
-from pacekeeper.controller.decisions import Decision, Reason, Verdict
-from pacekeeper.controller.engine import decide
-from pacekeeper.controller.observations import (
+from pacekeeper.controller.core.attribution import score_getter
+from pacekeeper.controller.core.decisions import Decision, Reason, Verdict
+from pacekeeper.controller.core.engine import decide
+from pacekeeper.controller.core.observations import (
     ClusterView,
     Window,
     cluster_from_reports,
     job_view,
 )
-from pacekeeper.controller.policy import DISRUPTIVE_ACTIONS, NODE_ACTIONS, PolicyDocument
+from pacekeeper.controller.core.policy import DISRUPTIVE_ACTIONS, NODE_ACTIONS, PolicyDocument
+from pacekeeper.controller.core.state import State
 from pacekeeper.controller.simulation.detection import EPOCH, RealScoring
 from pacekeeper.controller.simulation.models import (
     ImbalanceKind,
@@ -48,7 +49,6 @@ from pacekeeper.controller.simulation.nvrx_rule import (
     flagged,
 )
 from pacekeeper.controller.simulation.quality import Flag, Quality, SubjectKind, Truth, score_run
-from pacekeeper.controller.state import State
 from pacekeeper.detector.score_report import RankScores, ScoreReport
 
 REPORT_HISTORY = 32

@@ -15,16 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pacekeeper.controller.marks import DOMAIN, our_marks
-from pacekeeper.controller.observations import (
-    ClusterView,
-    JobKey,
-    JobView,
-    NodeName,
-    NodeView,
-    RejectedReport,
-)
-from pacekeeper.controller.policy import Mode
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.marks import DOMAIN, our_marks
+from pacekeeper.controller.core.observations import ClusterView, JobView, NodeView, RejectedReport
+from pacekeeper.controller.core.policy import Mode
 from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
 from pacekeeper.detector.score_report import ReportRejected, ScoreReport
 

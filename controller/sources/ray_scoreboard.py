@@ -21,20 +21,19 @@ from typing import Any
 
 from pacekeeper.controller.actuators.errors import GiveUp, RetryLater
 from pacekeeper.controller.actuators.ray import RayActuators
-from pacekeeper.controller.decisions import Decision, Verdict, summary_lines
-from pacekeeper.controller.engine import decide
-from pacekeeper.controller.observations import (
+from pacekeeper.controller.core.decisions import Decision, Verdict, summary_lines
+from pacekeeper.controller.core.engine import decide
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.observations import (
     ClusterView,
-    JobKey,
     JobView,
     MarkKind,
-    NodeName,
     NodeView,
     RejectedReport,
     Window,
 )
-from pacekeeper.controller.policy import ActionKind, Mode, PolicyDocument
-from pacekeeper.controller.state import State
+from pacekeeper.controller.core.policy import ActionKind, Mode, PolicyDocument
+from pacekeeper.controller.core.state import State
 from pacekeeper.detector.score_report import ReportRejected, ScoreReport
 
 logger = logging.getLogger(__name__)
@@ -231,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import ray
 
-    from pacekeeper.controller.policy import load_policy_file
+    from pacekeeper.controller.core.policy import load_policy_file
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--policy", required=True, help="RemediationPolicies YAML file")

@@ -31,7 +31,7 @@ def test_prometheus_rule_alerts_on_metrics_the_controller_exports() -> None:
     rule = one(render(FEATURES["prometheus-rule"]), "PrometheusRule")
     exprs = {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
     assert f'job="{RELEASE}-pacekeeper-metrics"' in exprs["PacekeeperControllerDown"]
-    # Names from pacekeeper.controller.metrics (counters gain _total when exported).
+    # Names from pacekeeper.controller.runtime.metrics (counters gain _total when exported).
     assert "pacekeeper_actions_total" in exprs["PacekeeperActionsFailing"]
     assert "pacekeeper_breaker_open" in exprs["PacekeeperBreakerOpen"]
     assert "pacekeeper_leader" in exprs["PacekeeperNoLeader"]
@@ -40,7 +40,7 @@ def test_prometheus_rule_alerts_on_metrics_the_controller_exports() -> None:
 
 
 def test_metric_names_in_rules_exist_in_the_controller() -> None:
-    from pacekeeper.controller.metrics import ControllerMetrics
+    from pacekeeper.controller.runtime.metrics import ControllerMetrics
 
     exported = {
         sample.name

@@ -9,7 +9,7 @@ import yaml
 from chart_cases import FEATURES
 from chart_render import one, render
 
-from pacekeeper.controller.policy import (
+from pacekeeper.controller.core.policy import (
     API_VERSION,
     KIND,
     ActionKind,

@@ -155,7 +155,7 @@ def test_check_mode_fails_on_drift(tmp_path: Any, monkeypatch: pytest.MonkeyPatc
 
 
 def test_schema_embeds_the_controller_policy_schema() -> None:
-    from pacekeeper.controller.policy import policy_json_schema
+    from pacekeeper.controller.core.policy import policy_json_schema
 
     schema = json.loads((CHART_DIR / "values.schema.json").read_text())
     policy = schema["properties"]["policy"]

@@ -11,7 +11,7 @@ from harness import RunningServer
 from harness.objects import node, pod
 from reporter_helpers import CRD_PATH
 
-from pacekeeper.controller.policy import PolicyDocument, load_policy_document
+from pacekeeper.controller.core.policy import PolicyDocument, load_policy_document
 from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
 from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
 

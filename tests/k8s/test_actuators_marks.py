@@ -6,14 +6,14 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from pacekeeper.controller.marks import (
+from pacekeeper.controller.core.marks import (
     CORDON_ANNOTATION,
     TAINT_ANNOTATION,
     TAINT_KEY,
     Provenance,
     our_marks,
 )
-from pacekeeper.controller.observations import MarkKind
+from pacekeeper.controller.core.observations import MarkKind
 
 MINE = Provenance("pacekeeper", "ml/a", "BelowThreshold", "gpu", datetime(2026, 1, 2, tzinfo=UTC))
 

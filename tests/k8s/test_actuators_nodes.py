@@ -12,15 +12,15 @@ from harness.objects import node
 from pacekeeper.controller.actuators import GiveUp, Outcome, RetryLater
 from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
 from pacekeeper.controller.actuators.retries import RetrySettings
-from pacekeeper.controller.decisions import Reason
-from pacekeeper.controller.marks import (
+from pacekeeper.controller.core.decisions import Reason
+from pacekeeper.controller.core.marks import (
     CORDON_ANNOTATION,
     TAINT_ANNOTATION,
     TAINT_KEY,
     Provenance,
     our_marks,
 )
-from pacekeeper.controller.observations import MarkKind
+from pacekeeper.controller.core.observations import MarkKind
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 

@@ -13,9 +13,9 @@ from pacekeeper.controller.actuators import Outcome, RetryLater
 from pacekeeper.controller.actuators.events import ObjectRef
 from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
 from pacekeeper.controller.actuators.retries import RetrySettings
-from pacekeeper.controller.decisions import Reason
-from pacekeeper.controller.marks import Provenance
-from pacekeeper.controller.ranks import PodTarget
+from pacekeeper.controller.core.decisions import Reason
+from pacekeeper.controller.core.marks import Provenance
+from pacekeeper.controller.core.ranks import PodTarget
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 JOB = {"job-name": "train-a"}

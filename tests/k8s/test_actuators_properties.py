@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from pacekeeper.controller.actuators import Outcome, RetryLater
 from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
 from pacekeeper.controller.actuators.retries import RetrySettings
-from pacekeeper.controller.decisions import Reason
-from pacekeeper.controller.marks import CORDON_ANNOTATION, TAINT_ANNOTATION, TAINT_KEY
+from pacekeeper.controller.core.decisions import Reason
+from pacekeeper.controller.core.marks import CORDON_ANNOTATION, TAINT_ANNOTATION, TAINT_KEY
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 FOREIGN_TAINT = {"key": "gpu", "value": "a100", "effect": "NoSchedule"}

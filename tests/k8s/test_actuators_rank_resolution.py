@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pacekeeper.controller.ranks import RankUnresolved, Via, pod_index, resolve_rank
+from pacekeeper.controller.core.ranks import RankUnresolved, Via, pod_index, resolve_rank
 
 
 def _pod(

@@ -20,7 +20,7 @@ from harness import RunningServer, eventually
 from operator_world import controller_status, cordoned, report, setup_world, sink, taints
 from test_operator_process import kubeconfig, stop_all
 
-from pacekeeper.controller.marks import TAINT_KEY
+from pacekeeper.controller.core.marks import TAINT_KEY
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = "pk"

@@ -27,7 +27,7 @@ from operator_world import (
     taints,
 )
 
-from pacekeeper.controller.marks import TAINT_KEY
+from pacekeeper.controller.core.marks import TAINT_KEY
 
 FAST_POLICY = (
     POLICY_YAML.replace("timeoutS: 60", "timeoutS: 1")

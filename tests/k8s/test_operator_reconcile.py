@@ -24,9 +24,9 @@ from operator_world import (
 
 from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
 from pacekeeper.controller.actuators.retries import RetrySettings
-from pacekeeper.controller.marks import TAINT_KEY
-from pacekeeper.controller.observations import JobKey
-from pacekeeper.controller.reconcile import Reconciler
+from pacekeeper.controller.core.ids import JobKey
+from pacekeeper.controller.core.marks import TAINT_KEY
+from pacekeeper.controller.runtime.reconcile import Reconciler
 
 KEY = JobKey(f"{NAMESPACE}/{JOB}")
 SLOW = {5: 0.5}  # rank 5 lives on n1

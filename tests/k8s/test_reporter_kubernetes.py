@@ -18,10 +18,10 @@ import yaml
 from harness import Fault, RunningServer, client_configuration, eventually
 from reporter_helpers import CRD_PATH
 
+from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.detector.reporters import Backoff, Publisher, make_publisher
 from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
 from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
-from pacekeeper.detector.reporters.synthetic import synthetic_report
 from pacekeeper.detector.score_report import (
     K8S_STATUS_MAX_BYTES,
     JobIdentity,

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reporter_helpers import apply_merge_patch, crd, status_validator
 
+from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.detector.reporters.k8s_status import (
     build_status,
     merge_patch,
     status_bytes,
     status_patch,
 )
-from pacekeeper.detector.reporters.synthetic import synthetic_report
 from pacekeeper.detector.score_report import (
     K8S_STATUS_MAX_BYTES,
     JobIdentity,

@@ -1,12 +1,12 @@
-"""`pacekeeper demo`: 4 gloo CPU ranks, rank 2 slowed, the report names it."""
+"""examples/demo_ranks.py (`python examples/demo.py --detector-only`): 4 gloo CPU ranks,
+rank 2 slowed, the report names it."""
 
 from __future__ import annotations
 
 import io
 
+from demo_ranks import DemoConfig, run_demo
 from rich.console import Console
-
-from pacekeeper.detector.demo import DemoConfig, run_demo
 
 
 def test_demo_names_the_slowed_rank_and_only_it() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pacekeeper.controller.policy import PolicyDocument, parse_policy_document
+from pacekeeper.controller.core.policy import PolicyDocument, parse_policy_document
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

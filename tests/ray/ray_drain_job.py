@@ -11,9 +11,9 @@ import sys
 import ray
 from controller_helpers import Clock, ray_policy
 
+from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.controller.sources.ray_scoreboard import RayRunner
 from pacekeeper.detector.reporters.ray_scoreboard import get_scoreboard
-from pacekeeper.detector.reporters.synthetic import synthetic_report
 from pacekeeper.detector.score_report import JobIdentity, Platform
 
 

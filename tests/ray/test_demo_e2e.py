@@ -1,4 +1,4 @@
-"""The README's first command: `pacekeeper demo` end to end, as a user runs it."""
+"""The README's first command (`make demo`: examples/demo.py) end to end, as a user runs it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+EXAMPLE = Path(__file__).parents[2] / "examples" / "demo.py"
+
 
 @pytest.mark.slow
 def test_demo_names_the_slow_rank_and_shows_what_the_controller_would_do(
@@ -16,7 +18,7 @@ def test_demo_names_the_slow_rank_and_shows_what_the_controller_would_do(
 ) -> None:
     out = tmp_path / "demo"
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("pacekeeper")), "demo", "--out", str(out)],
+        [sys.executable, str(EXAMPLE), "--out", str(out)],
         capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path,
         env={**os.environ, "COLUMNS": "160"},
     )  # fmt: skip

@@ -13,15 +13,15 @@ from typing import Any
 from controller_helpers import Clock, ray_policy
 
 from pacekeeper.controller.actuators.ray import drain_supported
-from pacekeeper.controller.decisions import Reason, Verdict
-from pacekeeper.controller.policy import ActionKind
+from pacekeeper.controller.core.decisions import Reason, Verdict
+from pacekeeper.controller.core.policy import ActionKind
+from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.controller.sources.ray_scoreboard import (
     KvStateStore,
     RayRunner,
     ScoreBoardSource,
 )
 from pacekeeper.detector.reporters.ray_scoreboard import ScoreBoard
-from pacekeeper.detector.reporters.synthetic import synthetic_report
 from pacekeeper.detector.score_report import JobIdentity, Platform
 
 HERE = Path(__file__).parent

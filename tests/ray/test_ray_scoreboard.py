@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from ray_helpers import finish, read_latest_in_another_process, start_torchrun
 
+from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.detector.reporters import Backoff, Publisher
 from pacekeeper.detector.reporters.ray_scoreboard import RayScoreBoardSink, get_scoreboard
-from pacekeeper.detector.reporters.synthetic import synthetic_report
 from pacekeeper.detector.score_report import JobIdentity, Platform, ReportRejected, ScoreReport
 
 HERE = Path(__file__).parent

@@ -13,8 +13,8 @@ from controller_helpers import Clock, ray_policy
 
 from pacekeeper.controller.actuators.errors import GiveUp
 from pacekeeper.controller.actuators.ray import RayActuators
-from pacekeeper.controller.decisions import Verdict
-from pacekeeper.controller.policy import ActionKind
+from pacekeeper.controller.core.decisions import Verdict
+from pacekeeper.controller.core.policy import ActionKind
 from pacekeeper.controller.sources.ray_scoreboard import (
     KvStateStore,
     RayRunner,

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.detector.reporters import Backoff, Publisher, ReporterKind, ReporterOptions
-from pacekeeper.detector.reporters.synthetic import synthetic_report
 from pacekeeper.detector.score_report import ReportRejected, ScoreReport
 
 FAST = Backoff(base_s=0.001, max_s=0.004)

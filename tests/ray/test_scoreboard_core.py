@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.detector.reporters.scoreboard import Outcome, ScoreBoardCore
-from pacekeeper.detector.reporters.synthetic import synthetic_report
 from pacekeeper.detector.score_report import JobIdentity, Platform, ReportRejected
 
 JOB = JobIdentity(platform=Platform.RAY, name="train", ray_job_id="01000000")

@@ -42,7 +42,12 @@ def test_wheel_maps_folders_under_the_pacekeeper_namespace(wheel: Path) -> None:
     tops = {n.split("/")[0] for n in names if not n.startswith("pacekeeper-")}
     assert tops == {"pacekeeper"}, tops
     assert "pacekeeper/detector/score_report.py" in names
-    assert "pacekeeper/controller/cli.py" in names
+    assert "pacekeeper/controller/cli/app.py" in names
+    # Every source package is listed in pyproject.toml (a new folder is easy to forget).
+    for top in ("detector", "cupti_ext", "controller"):
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.relative_to(ROOT).as_posix()
+            assert f"pacekeeper/{rel}" in names, f"{rel} is missing from the wheel"
     assert "pacekeeper/cupti_ext/backend.py" in names
     # Namespace package: no __init__ at the top, so nothing shadows other installs.
     assert "pacekeeper/__init__.py" not in names

@@ -8,20 +8,19 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pacekeeper.controller.decisions import Decision, Reason, Verdict
-from pacekeeper.controller.engine import decide
-from pacekeeper.controller.observations import (
+from pacekeeper.controller.core.decisions import Decision, Reason, Verdict
+from pacekeeper.controller.core.engine import decide
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.observations import (
     ClusterView,
-    JobKey,
     JobView,
     MarkKind,
-    NodeName,
     NodeView,
     RejectedReport,
     Window,
 )
-from pacekeeper.controller.policy import ActionKind, PolicyDocument, parse_policy_document
-from pacekeeper.controller.state import State
+from pacekeeper.controller.core.policy import ActionKind, PolicyDocument, parse_policy_document
+from pacekeeper.controller.core.state import State
 from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -10,11 +10,12 @@ from controller_builders import REPORT_S, Loop, acts, policy_doc, reasons
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pacekeeper.controller.decisions import Reason, Verdict
-from pacekeeper.controller.engine import decide
-from pacekeeper.controller.observations import JobKey, NodeName, Window
-from pacekeeper.controller.policy import ActionKind
-from pacekeeper.controller.state import State
+from pacekeeper.controller.core.decisions import Reason, Verdict
+from pacekeeper.controller.core.engine import decide
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.observations import Window
+from pacekeeper.controller.core.policy import ActionKind
+from pacekeeper.controller.core.state import State
 
 SLOW = 0.4
 NODE0 = "node/node-000"

@@ -18,26 +18,25 @@ from controller_builders import (
     scores,
 )
 
-from pacekeeper.controller.decisions import (
+from pacekeeper.controller.core.decisions import (
     Decision,
     Reason,
     Verdict,
     group_ranks_by_reason,
     summary_lines,
 )
-from pacekeeper.controller.engine import decide
-from pacekeeper.controller.observations import (
+from pacekeeper.controller.core.engine import decide
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.observations import (
     ClusterView,
-    JobKey,
     MarkKind,
-    NodeName,
     NodeView,
     Window,
     cluster_from_reports,
     job_view,
 )
-from pacekeeper.controller.policy import ActionKind, Mode
-from pacekeeper.controller.state import State, StateError
+from pacekeeper.controller.core.policy import ActionKind, Mode
+from pacekeeper.controller.core.state import State, StateError
 
 SLOW = 0.4
 
@@ -212,6 +211,6 @@ def test_core_module_reads_no_clock_env_file_or_socket(module: str) -> None:
     import importlib
     import inspect
 
-    source = inspect.getsource(importlib.import_module(f"pacekeeper.controller.{module}"))
+    source = inspect.getsource(importlib.import_module(f"pacekeeper.controller.core.{module}"))
     found = [word for word in IMPURE if word in source]
     assert found == [], f"{module} uses {found}: the core must take time and data as input"

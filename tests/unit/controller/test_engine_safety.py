@@ -18,21 +18,20 @@ from controller_builders import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pacekeeper.controller.budgets import RATE_WINDOW
-from pacekeeper.controller.decisions import Reason, Verdict
-from pacekeeper.controller.engine import decide
-from pacekeeper.controller.observations import (
+from pacekeeper.controller.core.budgets import RATE_WINDOW
+from pacekeeper.controller.core.decisions import Reason, Verdict
+from pacekeeper.controller.core.engine import decide
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.observations import (
     ClusterView,
-    JobKey,
     JobView,
     MarkKind,
-    NodeName,
     NodeView,
     RejectedReport,
     Window,
 )
-from pacekeeper.controller.policy import NODE_ACTIONS, ActionKind, Mode
-from pacekeeper.controller.state import State
+from pacekeeper.controller.core.policy import NODE_ACTIONS, ActionKind, Mode
+from pacekeeper.controller.core.state import State
 
 SLOW = 0.4
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pacekeeper.controller.leader import LeaseElector, LeaseRecord, claim
+from pacekeeper.controller.runtime.leader import LeaseElector, LeaseRecord, claim
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

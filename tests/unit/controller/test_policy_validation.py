@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from pacekeeper.controller.cli import app
-from pacekeeper.controller.policy import (
+from pacekeeper.controller.cli.app import app
+from pacekeeper.controller.core.policy import (
     ActionKind,
     Mode,
     NodeBudget,
@@ -239,7 +239,7 @@ def test_cli_docs_prints_every_policy_field() -> None:
 
 
 def test_policy_reference_in_docs_matches_the_models() -> None:
-    from pacekeeper.controller.policy_docs import policy_reference
+    from pacekeeper.controller.cli.policy_docs import policy_reference
 
     text = (Path(__file__).parents[3] / "docs" / "policy.md").read_text()
     begin = text.index("<!-- BEGIN GENERATED: pacekeeper policy docs -->\n")

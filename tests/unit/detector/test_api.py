@@ -237,7 +237,6 @@ def test_importing_the_detector_loads_no_heavy_dependency() -> None:
             "straggler",
             "timings",
             "wrapping",
-            "demo",
         ]
     )
     code = (

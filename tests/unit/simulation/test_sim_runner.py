@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pacekeeper.controller.cli import app
-from pacekeeper.controller.decisions import Reason, Verdict
-from pacekeeper.controller.policy import ActionKind
+from pacekeeper.controller.cli.app import app
+from pacekeeper.controller.core.decisions import Reason, Verdict
+from pacekeeper.controller.core.policy import ActionKind
 from pacekeeper.controller.simulation.presets import simulation_policy
 from pacekeeper.controller.simulation.runner import read_trace, replay, simulate
 

@@ -17,36 +17,34 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, assert_never
 
-from pacekeeper.controller import budgets
-from pacekeeper.controller.attribution import (
+from pacekeeper.controller.core import budgets
+from pacekeeper.controller.core.attribution import (
     Digest,
     NodeFinding,
     attribute,
     digest,
     imbalance_of,
 )
-from pacekeeper.controller.attribution import Verdict as Attributed
-from pacekeeper.controller.decisions import (
+from pacekeeper.controller.core.attribution import Verdict as Attributed
+from pacekeeper.controller.core.decisions import (
     JOB_SUBJECT,
     Decision,
     Reason,
     Verdict,
     node_subject,
 )
-from pacekeeper.controller.ladder import Exhausted, Take, Wait, next_move
-from pacekeeper.controller.observations import (
+from pacekeeper.controller.core.ids import JobKey, NodeName, Rank
+from pacekeeper.controller.core.ladder import Exhausted, Take, Wait, next_move
+from pacekeeper.controller.core.observations import (
     ACTION_OF_MARK,
     MARK_OF_ACTION,
     ClusterView,
-    JobKey,
     JobView,
     MarkKind,
-    NodeName,
-    Rank,
     RejectedReport,
     Window,
 )
-from pacekeeper.controller.policy import (
+from pacekeeper.controller.core.policy import (
     DISRUPTIVE_ACTIONS,
     NODE_ACTIONS,
     ActionKind,
@@ -54,7 +52,7 @@ from pacekeeper.controller.policy import (
     Policy,
     PolicyDocument,
 )
-from pacekeeper.controller.state import (
+from pacekeeper.controller.core.state import (
     ActionStamp,
     JobState,
     LadderState,

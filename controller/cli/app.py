@@ -7,32 +7,12 @@ from typing import Annotated
 
 import typer
 
-from pacekeeper.controller.operator_cli import operator_app
-from pacekeeper.controller.policy_cli import policy_app
+from pacekeeper.controller.cli.operator import operator_app
+from pacekeeper.controller.cli.policy import policy_app
 
 app = typer.Typer(no_args_is_help=True, help="pacekeeper: find slow ranks and act on them, safely.")
 app.add_typer(policy_app, name="policy")
 app.add_typer(operator_app, name="operator")
-
-
-@app.command()
-def demo(
-    out: Annotated[Path, typer.Option(help="Where the heatmap and report go.")] = Path(
-        "pacekeeper-demo"
-    ),
-    detector_only: Annotated[
-        bool, typer.Option(help="Only the detector: 4 gloo ranks and their report.")
-    ] = False,
-) -> None:
-    """End-to-end demo on embedded defaults: 4 CPU ranks with one slowed, a local Ray
-    ScoreBoard, the controller core in dry-run, a heatmap."""
-    if detector_only:
-        from pacekeeper.detector.demo import run_demo
-
-        raise typer.Exit(run_demo())
-    from pacekeeper.controller.demo import E2EConfig, run_e2e_demo
-
-    raise typer.Exit(run_e2e_demo(E2EConfig(out_dir=out)))
 
 
 @app.command()
@@ -64,7 +44,3 @@ def replay(
 
 def main() -> None:
     app()
-
-
-if __name__ == "__main__":
-    main()

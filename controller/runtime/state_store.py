@@ -18,9 +18,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from pacekeeper.controller.decisions import Decision
-from pacekeeper.controller.observations import JobKey
-from pacekeeper.controller.state import ClusterState, JobState, State, StateError
+from pacekeeper.controller.core.decisions import Decision
+from pacekeeper.controller.core.ids import JobKey
+from pacekeeper.controller.core.state import ClusterState, JobState, State, StateError
 from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION, merge_patch
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pacekeeper.controller.policy import Mode, PolicyDocument, PolicyError, load_policy_file
+from pacekeeper.controller.core.policy import Mode, PolicyDocument, PolicyError, load_policy_file
 
 policy_app = typer.Typer(no_args_is_help=True, help="Remediation policies: validate, schema, docs.")
 
@@ -41,7 +41,7 @@ def schema(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here.")] = None,
 ) -> None:
     """Print (or write) the JSON Schema of the policy document."""
-    from pacekeeper.controller.policy import policy_json_schema
+    from pacekeeper.controller.core.policy import policy_json_schema
 
     text = json.dumps(policy_json_schema(), indent=2, sort_keys=True) + "\n"
     if output is None:
@@ -53,7 +53,7 @@ def schema(
 @policy_app.command("docs")
 def docs() -> None:
     """Print the policy reference (Markdown) generated from the models."""
-    from pacekeeper.controller.policy_docs import policy_reference
+    from pacekeeper.controller.cli.policy_docs import policy_reference
 
     typer.echo(policy_reference())
 

@@ -11,17 +11,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, NewType
 
-from pacekeeper.controller.policy import ActionKind, Mode
+from pacekeeper.controller.core.decisions import Decision, Verdict
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.policy import ActionKind, Mode
 from pacekeeper.detector.score_report import ScoreReport
-
-if TYPE_CHECKING:
-    from pacekeeper.controller.decisions import Decision
-
-JobKey = NewType("JobKey", str)
-NodeName = NewType("NodeName", str)
-Rank = NewType("Rank", int)
 
 
 class MarkKind(StrEnum):
@@ -99,8 +93,6 @@ class ClusterView:
         """The world after an ideal actuator applied these decisions (taints and cordons
         become our marks, undos remove them). For simulators and tests: the shell reads
         the real world instead."""
-        from pacekeeper.controller.decisions import Verdict
-
         nodes = dict(self.nodes)
         for d in decisions:
             if d.action is None or d.node is None or d.action not in MARK_OF_ACTION:

@@ -1,4 +1,7 @@
-"""``pacekeeper demo``: the whole product on one machine, on embedded defaults.
+"""The whole product on one machine, on embedded defaults (``make demo``).
+
+    python examples/demo.py [--out DIR] [--detector-only]
+
 
 Four gloo CPU ranks train with one rank slowed; the detector on every rank times the
 sections, rank 0 publishes each ScoreReport to the ScoreBoard actor of a local Ray
@@ -20,8 +23,8 @@ from typing import Any, cast
 
 from rich.console import Console
 
-from pacekeeper.controller.decisions import Decision, Verdict, summary_lines
-from pacekeeper.controller.policy import (
+from pacekeeper.controller.core.decisions import Decision, Verdict, summary_lines
+from pacekeeper.controller.core.policy import (
     Ladder,
     LadderStep,
     Mode,
@@ -156,8 +159,8 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
         os.environ.setdefault(key, value)
 
     import ray
+    from demo_ranks import DemoConfig, demo_rank, render_report
 
-    from pacekeeper.detector.demo import DemoConfig, demo_rank, render_report
     from pacekeeper.detector.local_world import spawn_world
 
     console.print(
@@ -292,3 +295,28 @@ def describe(d: Decision) -> str:
 
 def _dedupe(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(lines))  # first occurrences, in order
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="End-to-end demo on embedded defaults: 4 CPU ranks with one slowed, a "
+        "local Ray ScoreBoard, the controller core in dry-run, a heatmap."
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("pacekeeper-demo"), help="where the heatmap goes"
+    )
+    parser.add_argument(
+        "--detector-only", action="store_true", help="only the 4 gloo ranks and their report"
+    )
+    args = parser.parse_args(argv)
+    if args.detector_only:
+        from demo_ranks import run_demo
+
+        return run_demo()
+    return run_e2e_demo(E2EConfig(out_dir=args.out))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -13,9 +13,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import assert_never
 
-from pacekeeper.controller.observations import NodeName, Rank
-from pacekeeper.controller.policy import Policy, ScoreKind, ScoreSelector
-from pacekeeper.controller.state import HistoryEntry
+from pacekeeper.controller.core.ids import NodeName, Rank
+from pacekeeper.controller.core.policy import Policy, ScoreKind, ScoreSelector
+from pacekeeper.controller.core.state import HistoryEntry
 from pacekeeper.detector.score_report import RankScores, ScoreReport
 
 HISTORY_BELOW_CAP = 64

@@ -1,13 +1,20 @@
-"""A Ray Train job that reports straggler scores to the ScoreBoard: the example that
-docs/examples/ray_train_example.py runs and tests/ray runs in the test suite.
+"""Ray Train + pacekeeper: two CPU workers (gloo) whose straggler scores land in the
+ScoreBoard actor, then read back the way a controller would.
 
-It lives in the package (not only under docs/) so Ray can import the training function
-by reference on every worker and the test can run it on the test session's cluster.
-CPU workers, gloo: the same code runs on GPU workers with ``use_gpu=True``.
+    python examples/ray_train_example.py                         # starts a local Ray
+    RAY_ADDRESS=HOST:PORT python examples/ray_train_example.py   # an existing cluster
+
+Run as a script, the training function lives in ``__main__``, so Ray ships it to every
+worker by value: nothing but pacekeeper itself has to be installed there. CPU workers,
+gloo: the same code runs on GPU workers with ``use_gpu=True``. tests/ray runs this file
+as a subprocess against the test's cluster; its last line is a JSON summary.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import time
 from typing import Any
 
@@ -73,3 +80,29 @@ def run(*, num_workers: int = 2, steps: int = 6, report_every: int = 3, storage_
         run_config=RunConfig(storage_path=storage_path, name="pacekeeper-ray-train-example"),
     )
     return trainer.fit()
+
+
+def main() -> None:
+    import ray
+
+    from pacekeeper.detector.reporters.ray_scoreboard import get_scoreboard
+    from pacekeeper.detector.score_report import ScoreReport
+
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init()
+    else:
+        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024**2)
+    with tempfile.TemporaryDirectory() as storage:
+        result = run(num_workers=2, steps=6, report_every=3, storage_path=storage)
+    print("worker metrics:", result.metrics)
+    job = f"ray:{ray.get_runtime_context().get_job_id()}"
+    latest = ScoreReport.from_wire(ray.get(get_scoreboard().latest.remote(job)))
+    print("job", job, "report", latest.sequence, "worst rank", latest.summary.worst_rank)
+    for r in latest.ranks:
+        print(f"  rank {r.rank} on {r.node}: forward score {r.section_relative.get('forward')}")
+    summary = {"job": job, "error": None if result.error is None else str(result.error)}
+    print(json.dumps(summary | {"return_value": result.return_value}))
+
+
+if __name__ == "__main__":
+    main()

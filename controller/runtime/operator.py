@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pacekeeper.controller.leader import LeaseElector
-from pacekeeper.controller.metrics import ControllerMetrics
-from pacekeeper.controller.observations import JobKey
-from pacekeeper.controller.policy import Mode, PolicyDocument
-from pacekeeper.controller.reconcile import RETRY_SOON_S, Reconciler
+from pacekeeper.controller.core.ids import JobKey
+from pacekeeper.controller.core.policy import Mode, PolicyDocument
+from pacekeeper.controller.runtime.leader import LeaseElector
+from pacekeeper.controller.runtime.metrics import ControllerMetrics
+from pacekeeper.controller.runtime.reconcile import RETRY_SOON_S, Reconciler
 from pacekeeper.controller.sources.kubernetes import (
     DETECT_ANNOTATION,
     JOB_NAME_LABELS,

@@ -45,14 +45,14 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
     resync_s: Annotated[float, typer.Option(help="Re-reconcile every job this often.")] = 30.0,
     kubeconfig: Annotated[Path | None, typer.Option(envvar="KUBECONFIG")] = None,
 ) -> None:
-    from pacekeeper.controller import logs
-    from pacekeeper.controller.operator import (
+    from pacekeeper.controller.core.policy import Mode, PolicyError, load_policy_file
+    from pacekeeper.controller.runtime import logs
+    from pacekeeper.controller.runtime.operator import (
         OperatorConfig,
         default_identity,
         effective_mode,
         run,
     )
-    from pacekeeper.controller.policy import Mode, PolicyError, load_policy_file
 
     try:
         logs.configure(log_format, log_level)

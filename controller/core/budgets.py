@@ -12,16 +12,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from pacekeeper.controller.decisions import Reason
-from pacekeeper.controller.observations import JobKey, NodeName
-from pacekeeper.controller.policy import (
+from pacekeeper.controller.core.decisions import Reason
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.policy import (
     NODE_ACTIONS,
     ActionKind,
     Breaker,
     ClusterSafety,
     Policy,
 )
-from pacekeeper.controller.state import ActionStamp, ClusterState, JobState
+from pacekeeper.controller.core.state import ActionStamp, ClusterState, JobState
 
 RATE_WINDOW = timedelta(hours=1)
 

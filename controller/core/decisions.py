@@ -8,8 +8,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pacekeeper.controller.observations import JobKey, NodeName
-from pacekeeper.controller.policy import ActionKind, Mode
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.policy import ActionKind, Mode
 
 
 class Verdict(StrEnum):

@@ -1,8 +1,9 @@
-"""``pacekeeper demo``: four CPU ranks, one slowed down, and a report that names it.
+"""The detector alone: four CPU ranks, one slowed down, and a report that names it.
 
-Composable for later demos: ``demo_rank`` is one rank's training loop (its reports go
-to any listener registered on ``Detector``), ``render_report`` turns a ``Report`` into a
-rich table, and ``run_demo`` wires them to a local gloo world.
+``python examples/demo.py --detector-only`` runs it. Composable: ``demo_rank`` is one
+rank's training loop (its reports go to any listener registered on ``Detector``),
+``render_report`` turns a ``Report`` into a rich table, and ``run_demo`` wires them to a
+local gloo world.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from .detector import Detector
-from .local_world import spawn_world
-from .reports import Report
+from pacekeeper.detector import Detector, Report
+from pacekeeper.detector.local_world import spawn_world
 
 SECTIONS_MS = {"data": 2.0, "forward": 6.0, "backward": 10.0, "optimizer": 2.0}
 """Simulated step: what each section costs on a healthy rank (sleeps, so the demo

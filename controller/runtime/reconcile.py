@@ -20,12 +20,15 @@ from typing import Any, assert_never
 from pacekeeper.controller.actuators.errors import GiveUp, RetryLater
 from pacekeeper.controller.actuators.events import EventAction, EventType, ObjectRef
 from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
-from pacekeeper.controller.decisions import Decision, Verdict, summary_lines
-from pacekeeper.controller.engine import decide
-from pacekeeper.controller.metrics import ControllerMetrics
-from pacekeeper.controller.observations import JobKey, NodeName, Window
-from pacekeeper.controller.policy import ActionKind, Mode, PolicyDocument
-from pacekeeper.controller.ranks import RankUnresolved, resolve_rank
+from pacekeeper.controller.core.decisions import Decision, Verdict, summary_lines
+from pacekeeper.controller.core.engine import decide
+from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.observations import Window
+from pacekeeper.controller.core.policy import ActionKind, Mode, PolicyDocument
+from pacekeeper.controller.core.ranks import RankUnresolved, resolve_rank
+from pacekeeper.controller.core.state import JobState, State
+from pacekeeper.controller.runtime.metrics import ControllerMetrics
+from pacekeeper.controller.runtime.state_store import StateStore, controller_status
 from pacekeeper.controller.sources.kubernetes import (
     JOB_NAME_LABELS,
     KubernetesSource,
@@ -37,8 +40,6 @@ from pacekeeper.controller.sources.kubernetes import (
     pods_of_job,
     report_of,
 )
-from pacekeeper.controller.state import JobState, State
-from pacekeeper.controller.state_store import StateStore, controller_status
 from pacekeeper.detector.reporters.k8s_status import GROUP, KIND, VERSION
 from pacekeeper.detector.score_report import ScoreReport
 

@@ -19,8 +19,9 @@ from typing import Any
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
-from pacekeeper.controller.observations import JobKey, MarkKind, NodeName, Rank
-from pacekeeper.controller.policy import ActionKind
+from pacekeeper.controller.core.ids import JobKey, NodeName, Rank
+from pacekeeper.controller.core.observations import MarkKind
+from pacekeeper.controller.core.policy import ActionKind
 
 STATE_VERSION = 1
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from pacekeeper.controller.policy import PolicyDocument
+from pacekeeper.controller.core.policy import PolicyDocument
 
 
 def policy_reference() -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from ..score_report import JobIdentity, Platform, RankScores, ScoreReport
+from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
 
 
 def synthetic_report(

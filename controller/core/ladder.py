@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from pacekeeper.controller.attribution import Finding
-from pacekeeper.controller.policy import LADDER_ORDER, ActionKind, Ladder
-from pacekeeper.controller.state import LadderState
+from pacekeeper.controller.core.attribution import Finding
+from pacekeeper.controller.core.policy import LADDER_ORDER, ActionKind, Ladder
+from pacekeeper.controller.core.state import LadderState
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pacekeeper.controller.observations import MarkKind
+from pacekeeper.controller.core.observations import MarkKind
 
 DOMAIN = "pacekeeper.dev"
 DEFAULT_OWNER = "pacekeeper"

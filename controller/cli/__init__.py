@@ -1,0 +1,1 @@
+"""The ``pacekeeper`` command line: ``app`` is the entry point, one module per group."""

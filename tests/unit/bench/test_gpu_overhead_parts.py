@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "gpu_overhead.py"
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "_gpu_overhead" / "steady.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("gpu_overhead_bench", BENCH)
+    spec = importlib.util.spec_from_file_location("gpu_overhead_steady", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

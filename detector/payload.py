@@ -21,6 +21,14 @@ from .reports import RankInfo
 U64 = scoring.U64
 F64 = scoring.F64
 
+MAX_NAMES = 65536
+"""Bound on the id -> name table (sections and kernels) a receiving rank keeps, and on
+the set of kernel ids a sending rank remembers having named."""
+
+NAME_REFRESH_REPORTS = 16
+"""Every this many reports a rank names all its kernels again, so a receiver that lost or
+trimmed its table (bounded under dynamic shapes) learns them back."""
+
 
 def key_id(name: str) -> int:
     """Stable across processes and hosts (``hash()`` is salted per process)."""

@@ -121,6 +121,19 @@ class RankInfo:
     dropped_records: int = 0
 
 
+def summary_statistics(s: Any, scale: float) -> dict[Statistic, float]:
+    """NVRx's per-key statistics (``Report.local_*_summaries``) from anything with
+    min/max/median/mean/std_ns and num, scaled from nanoseconds to the report's unit."""
+    return {
+        Statistic.MIN: s.min_ns * scale,
+        Statistic.MAX: s.max_ns * scale,
+        Statistic.MED: s.median_ns * scale,
+        Statistic.AVG: s.mean_ns * scale,
+        Statistic.STD: s.std_ns * scale,
+        Statistic.NUM: s.num,
+    }
+
+
 def _score(value: float | None) -> float | None:
     if value is None or not math.isfinite(value) or value < 0:
         return None

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pacekeeper.detector import Detector
-from pacekeeper.detector.detector import SCORE_NAMES
+from pacekeeper.detector.run_config import SCORE_NAMES
 
 ANY = st.one_of(
     st.none(),

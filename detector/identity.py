@@ -1,0 +1,57 @@
+"""Who this rank is in reports: its job, node, pod and Ray node, resolved once at initialize.
+
+The sources are the environment (``env``), the Ray runtime context when Ray is already
+connected, and the host name; docs/detector.md's identity table lists them in order.
+Kept apart from the run state so the precedence rules read (and change) in one place.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+from . import env
+from .gather import GroupInfo
+from .reports import RankInfo
+from .score_report import JobIdentity, Platform
+
+
+def ray_context() -> tuple[str | None, str | None]:
+    """(Ray job id, Ray node id) when this process is connected to Ray; never imports Ray."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None, None
+    ctx = ray.get_runtime_context()
+    return ctx.get_job_id(), ctx.get_node_id()
+
+
+def default_job(ray_job_id: str | None) -> JobIdentity:
+    name = env.job_name()
+    if ray_job_id:
+        return JobIdentity(platform=Platform.RAY, name=name or ray_job_id, ray_job_id=ray_job_id)
+    if env.on_kubernetes():
+        return JobIdentity(
+            platform=Platform.KUBERNETES,
+            namespace=env.job_namespace() or "default",
+            name=name or "unknown",
+        )
+    return JobIdentity(platform=Platform.LOCAL, name=name or "local")
+
+
+def resolve_node_name(node_name: str | None) -> str:
+    """``node_name`` if given; else ``$NODE_NAME`` on Kubernetes (a pod's host name is the
+    pod's, not the node's); else the host name."""
+    node = node_name or (env.node_name() if env.on_kubernetes() else None)
+    return node or socket.gethostname() or "<unknown>"
+
+
+def rank_info(info: GroupInfo, node: str, ray_node_id: str | None) -> RankInfo:
+    """This rank's place, as it travels in every payload (sample counts filled per report)."""
+    return RankInfo(
+        rank=info.global_rank,
+        node=node,
+        pod=env.pod_name(),
+        ray_node_id=ray_node_id,
+        pid=os.getpid(),
+    )

@@ -1,0 +1,158 @@
+"""This rank's side of a report: its window of sections and kernels made into its payload.
+
+``payload`` holds the wire format and how the reporting rank scores it (pure). This
+module fills it in on every rank: it drains the section table, collects the kernel
+window from the backend, drops communication kernels, bounds the kernel keys, and
+computes the rank's individual scores. The memory that takes lives here too, for one
+run: the individual baselines, cached key ids, the kernel ids already named to the
+receiver, and the comm-kernel verdicts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import scoring
+from .baselines import RecentBest
+from .payload import MAX_NAMES, NAME_REFRESH_REPORTS, KeyIds, RankPayload
+from .reports import RankInfo, Statistic, summary_statistics
+
+if TYPE_CHECKING:
+    import re
+
+    from pacekeeper.cupti_ext import BackendChoice, KernelTimingBackend, KernelWindow
+
+    from .env import DetectorSettings
+    from .guard import Guard
+    from .sections import SectionSummary, SectionTable
+
+Summaries = dict[str, dict[Statistic, float]]
+LocalReport = tuple[RankPayload, Summaries, Summaries]
+"""The payload to gather, and this rank's section (ms) and kernel (µs) summaries."""
+
+_COMM_CACHE_MAX = 1 << 16
+
+
+class PayloadBuilder:
+    """Makes this rank's ``RankPayload`` once per report; holds what that remembers."""
+
+    def __init__(
+        self,
+        *,
+        rank_info: RankInfo,
+        settings: DetectorSettings,
+        table: SectionTable,
+        backend: KernelTimingBackend | None,
+        choice: BackendChoice,
+        guard: Guard,
+        comm_extra: re.Pattern[str] | None,
+    ) -> None:
+        self.rank_info = rank_info
+        self._max_kernel_keys = settings.max_kernel_keys
+        self._table = table
+        self._backend = backend
+        self._choice = choice
+        self._guard = guard
+        self._comm_extra = comm_extra
+        self._comm_verdicts: dict[str, bool] = {}  # per run: the pattern may change
+        self.section_baselines = RecentBest(settings.baseline_windows, settings.max_sections)
+        self.kernel_baselines = RecentBest(settings.baseline_windows, 4 * settings.max_kernel_keys)
+        self.key_ids = KeyIds()
+        self.sent_kernel_names: set[int] = set()
+
+    def empty(self) -> LocalReport:
+        """What this rank sends when collecting failed: it still joins the collective."""
+        return RankPayload.empty(self.rank_info), {}, {}
+
+    def collect(self, sequence: int) -> LocalReport:
+        """This window's payload from the section table and the backend (report ``sequence``)."""
+        backend = self._backend
+        if backend is not None and self._choice.name != "none":
+            self._guard.call("cuda.synchronize", _cuda_synchronize, None)
+        sections = self._table.drain()
+        window = None
+        if backend is not None:
+            window = self._guard.call("backend.collect", backend.collect, None)
+        return self.build(sections, window, sequence)
+
+    def build(
+        self, sections: list[SectionSummary], window: KernelWindow | None, sequence: int
+    ) -> LocalReport:
+        """The payload of drained ``sections`` and a backend's kernel ``window`` (or None)."""
+        sec_names = [s.name for s in sections]
+        sec_med = np.array([s.median_ns for s in sections], dtype=np.float64)
+        sec_base = self.section_baselines.update_many(sec_names, sec_med)
+        sec_ind = scoring.individual_scores(sec_med, sec_base)
+        sec_ids = self.key_ids.ids(sec_names)
+        names = dict(zip(sec_ids.tolist(), sec_names, strict=True))
+        sec_summ = {s.name: summary_statistics(s, 1e-6) for s in sections}
+
+        kernels = dict(window.kernels) if window is not None else {}
+        # Communication kernels wait for the slowest peer and make fast ranks look slow.
+        # The CUPTI backend leaves them out already; this catches any other backend,
+        # with the one rule cupti_ext defines (plus $PACEKEEPER_COMM_KERNEL_PATTERN).
+        kernels = {k: v for k, v in kernels.items() if not self._is_comm(k)}
+        if len(kernels) > self._max_kernel_keys:
+            # Bounded payload under dynamic shapes: keep where the time goes.
+            top = sorted(kernels.items(), key=lambda kv: kv[1].total_ns, reverse=True)
+            kernels = dict(top[: self._max_kernel_keys])
+        ker_names = list(kernels)
+        ker_med = np.array([kernels[k].median_ns for k in ker_names], dtype=np.float64)
+        ker_tot = np.array([kernels[k].total_ns for k in ker_names], dtype=np.float64)
+        ker_base = self.kernel_baselines.update_many(ker_names, ker_med)
+        gpu_ind = (
+            scoring.gpu_individual_score(ker_med, ker_base, ker_tot) if ker_names else math.nan
+        )
+        ker_ids = self.key_ids.ids(ker_names)
+        # Kernel names travel once per id, and all of them again every
+        # NAME_REFRESH_REPORTS reports.
+        refresh = sequence % NAME_REFRESH_REPORTS == 1
+        sent = self.sent_kernel_names
+        for kid, kname in zip(ker_ids.tolist(), ker_names, strict=True):
+            if refresh or kid not in sent:
+                names[kid] = kname
+        ker_summ = {k: summary_statistics(v, 1e-3) for k, v in kernels.items()}
+        me = self.rank_info
+        info = RankInfo(
+            rank=me.rank,
+            node=me.node,
+            pod=me.pod,
+            ray_node_id=me.ray_node_id,
+            section_samples=int(sum(s.num for s in sections)),
+            kernel_samples=int(window.records) if window is not None else 0,
+            dropped_records=int(window.dropped_records) if window is not None else 0,
+        )
+        payload = RankPayload(
+            info, sec_ids, sec_med, sec_ind, ker_ids, ker_med, ker_tot, gpu_ind, names
+        )
+        return payload, sec_summ, ker_summ
+
+    def mark_sent(self, payload: RankPayload) -> None:
+        """Record the names ``payload`` carried; call once the gather has delivered it."""
+        if len(self.sent_kernel_names) > MAX_NAMES:
+            self.sent_kernel_names.clear()
+        self.sent_kernel_names.update(payload.names)
+
+    def _is_comm(self, key: str) -> bool:
+        # Kernel keys repeat every report: remember the verdict (a regex search each,
+        # ~0.5 ms of a 200-kernel report). Keys are bounded upstream; the cache too.
+        cache = self._comm_verdicts
+        verdict = cache.get(key)
+        if verdict is None:
+            from pacekeeper.cupti_ext.kernel_keys import is_comm_kernel
+
+            if len(cache) >= _COMM_CACHE_MAX:
+                cache.clear()
+            verdict = cache[key] = bool(is_comm_kernel(key, self._comm_extra))
+        return verdict
+
+
+def _cuda_synchronize() -> None:
+    # Only reached with a GPU backend: a CPU-only job makes no CUDA call at all.
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()

@@ -1,0 +1,133 @@
+"""One report, end to end: this rank's payload, the gather, the scores, the NVRx
+``Report``, its ``ScoreReport``, and the listeners told about it.
+
+``Detector.generate_report`` is this module over the current ``RunState``. Every step
+runs under the run's guard, so an internal failure degrades the report (an empty
+payload still joins the collective, so no rank is left waiting; a failed gather or
+scoring gives ``None``; a failed conversion gives the ``Report`` and no
+``ScoreReport``) and never raises into training. The maths is ``payload`` and
+``scoring``'s; the collectives are ``gather``'s.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from . import gather
+from .payload import MAX_NAMES, RankPayload, score_payloads
+from .reports import Report, to_score_report
+from .score_report import KernelTiming, ScoreReport
+
+if TYPE_CHECKING:
+    from .guard import Guard
+    from .run_state import RunState
+
+ReportListener = Callable[[ScoreReport], None]
+
+
+def generate(
+    run: RunState, *, scores_to_compute: Sequence[str], gather_on_rank0: bool
+) -> tuple[Report, ScoreReport | None] | None:
+    """Score the window since the last report; a collective over the run's group.
+
+    Returns None on ranks that get no report (not group rank 0 when ``gather_on_rank0``)
+    and when gathering or scoring failed.
+    """
+    t0 = time.perf_counter_ns()
+    info, guard, builder = run.info, run.guard, run.payloads
+    sequence, window_s = run.next_window()
+    payload, sec_summ, ker_summ = guard.call(
+        "report.local", functools.partial(builder.collect, sequence), builder.empty()
+    )
+
+    relative = "relative_perf_scores" in scores_to_compute
+    individual = "individual_perf_scores" in scores_to_compute
+    failed = object()
+    gathered: Any
+    if gather_on_rank0:
+        gathered = guard.call(
+            "report.gather",
+            lambda: gather.gather_to_reporter(payload, info, run.process_group),
+            failed,
+        )
+        if gathered is failed or gathered is None:
+            return None
+    elif relative:
+        gathered = guard.call(
+            "report.gather", lambda: gather.all_gather(payload, info, run.process_group), failed
+        )
+        if gathered is failed:
+            return None
+    else:
+        gathered = [payload]
+
+    # Only now do we know the names reached the receiver.
+    builder.mark_sent(payload)
+
+    def build() -> tuple[Report, list[RankPayload]]:
+        payloads = [p for p in gathered if isinstance(p, RankPayload)]
+        _learn_names(run.names, payloads)
+        scores = score_payloads(
+            payloads,
+            run.names,
+            relative=relative,
+            individual=individual,
+            only_rank=None if gather_on_rank0 else info.global_rank,
+        )
+        if not gather_on_rank0:
+            payloads = [p for p in payloads if p.info.rank == info.global_rank]
+        report = Report(
+            gpu_relative_perf_scores=scores.gpu_relative,
+            section_relative_perf_scores=scores.section_relative,
+            gpu_individual_perf_scores=scores.gpu_individual,
+            section_individual_perf_scores=scores.section_individual,
+            rank_to_node=scores.rank_to_node,
+            local_section_summaries=sec_summ,
+            local_kernel_summaries=ker_summ,
+            generate_report_elapsed_time=(time.perf_counter_ns() - t0) * 1e-6,
+            gather_on_rank0=gather_on_rank0,
+            rank=info.global_rank,
+        )
+        return report, payloads
+
+    built = guard.call("report.score", build, None)
+    if built is None:
+        return None
+    report, payloads = built
+    score_report = guard.call(
+        "report.convert", lambda: _score_report(run, report, payloads, sequence, window_s), None
+    )
+    return report, score_report
+
+
+def notify(guard: Guard, listeners: Iterable[ReportListener], score_report: ScoreReport) -> None:
+    """Call each listener; one that raises is counted as ``listener`` and the rest still run."""
+    for listener in list(listeners):
+        guard.call("listener", functools.partial(listener, score_report), None)
+
+
+def _learn_names(names: dict[int, str], payloads: Iterable[RankPayload]) -> None:
+    for p in payloads:
+        if len(names) + len(p.names) > MAX_NAMES:
+            names.clear()
+        names.update(p.names)
+
+
+def _score_report(
+    run: RunState, report: Report, payloads: list[RankPayload], sequence: int, window_s: float
+) -> ScoreReport:
+    choice = run.choice
+    return to_score_report(
+        report,
+        job=run.job,
+        sequence=sequence,
+        generated_at=datetime.now(UTC),
+        window_s=window_s,
+        rank_info={p.info.rank: p.info for p in payloads},
+        world_size=run.info.world_size,
+        kernel_timing=KernelTiming(backend=choice.name, reason=choice.reason),
+    )

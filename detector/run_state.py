@@ -1,0 +1,142 @@
+"""One run of the detector: what ``initialize`` starts and ``shutdown`` releases.
+
+The ``Detector`` shell keeps NVRx's class-level attributes and the hot-path handle
+tables; everything else a run needs lives in one ``RunState``: the guard, the
+environment settings, the kernel-timing backend, the process group, the section table,
+the job and rank identity, the payload builder with its baselines, the receiver's name
+table, the report sequence and the interval tracker. ``start`` is initialize's work
+after its arguments are checked (``run_config``); bad environment values and process
+groups still raise ``ValueError`` here, before anything is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from . import env, gather, identity
+from .guard import Guard
+from .interval import IntervalTracker
+from .local_payload import PayloadBuilder
+from .sections import SectionTable
+
+if TYPE_CHECKING:
+    from pacekeeper.cupti_ext import BackendChoice, KernelTimingBackend
+
+    from .run_config import RunConfig
+    from .score_report import JobIdentity
+
+logger = logging.getLogger(__name__)
+
+
+class RunState:
+    """The parts of one run, built by ``start``; the shell drops it at shutdown."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        guard: Guard,
+        backend: KernelTimingBackend,
+        choice: BackendChoice,
+        process_group: Any,
+        info: gather.GroupInfo,
+        table: SectionTable,
+        node_name: str,
+        job: JobIdentity,
+        payloads: PayloadBuilder,
+    ) -> None:
+        self.guard = guard
+        self.backend = backend
+        self.choice = choice
+        self.process_group = process_group
+        self.info = info
+        self.table = table
+        self.node_name = node_name
+        self.job = job
+        self.payloads = payloads
+        self.names: dict[int, str] = {}
+        """The receiver's id -> name table (bounded by ``payload.MAX_NAMES``)."""
+        self.sequence = 0
+        self.window_start = time.monotonic()
+        self.tracker = IntervalTracker(
+            config.report_time_interval, config.profiling_interval, self.sync_step_time
+        )
+
+    @classmethod
+    def start(
+        cls,
+        config: RunConfig,
+        *,
+        process_group: Any,
+        kernel_timing: str | None,
+        job: JobIdentity | None,
+    ) -> RunState:
+        """Read the settings, describe the group, select the backend, resolve identity."""
+        settings = env.read_settings()
+        info = gather.describe_group(process_group)
+
+        from pacekeeper.cupti_ext import select_backend
+        from pacekeeper.cupti_ext.kernel_keys import comm_pattern_from_env
+
+        comm_extra = comm_pattern_from_env()
+        guard = Guard()
+        # The GPU score reads kernel statistics over every traced section entry;
+        # per-section breakdowns would be folded and snapshotted for nobody.
+        backend, choice = select_backend(kernel_timing, section_stats=False)
+        logger.info(
+            "kernel timing backend selected",
+            extra={"backend": choice.name, "reason": choice.reason},
+        )
+        table = SectionTable(
+            backend=None if choice.name == "none" else backend,
+            guard=guard,
+            profiling_interval=config.profiling_interval,
+            capacity=settings.max_section_samples,
+            max_sections=settings.max_sections,
+        )
+        ray_job, ray_node = guard.call("ray_context", identity.ray_context, (None, None))
+        node = identity.resolve_node_name(config.node_name)
+        payloads = PayloadBuilder(
+            rank_info=identity.rank_info(info, node, ray_node),
+            settings=settings,
+            table=table,
+            backend=backend,
+            choice=choice,
+            guard=guard,
+            comm_extra=comm_extra,
+        )
+        return cls(
+            config,
+            guard=guard,
+            backend=backend,
+            choice=choice,
+            process_group=process_group,
+            info=info,
+            table=table,
+            node_name=node,
+            job=job if job is not None else identity.default_job(ray_job),
+            payloads=payloads,
+        )
+
+    def next_window(self) -> tuple[int, float]:
+        """Close the report window: the next sequence number and the window's length (s)."""
+        now = time.monotonic()
+        window_s = now - self.window_start
+        self.window_start = now
+        self.sequence += 1
+        return self.sequence, window_s
+
+    def sync_step_time(self, local_s: float) -> float:
+        """The interval tracker's agreement: the largest step time over the group."""
+        info, group = self.info, self.process_group
+        return self.guard.call(
+            "interval.sync",
+            lambda: gather.all_reduce_max(local_s, info, group),
+            float("nan"),
+        )
+
+    def close(self) -> None:
+        """Release the backend (never raises)."""
+        self.guard.call("backend.shutdown", self.backend.shutdown, None)

@@ -1,6 +1,10 @@
 """Safety limits on disruptive actions: cooldowns, the circuit breaker, rate limits and
 node budgets (per job and per cluster). Pure: state in, refusal or permission out.
 
+The engine asks ``admit`` before a disruptive step (it counts the demand for the breaker,
+then checks every limit) and ``charge`` once the step is taken (rate-limit stamp, the
+job's gap between actions).
+
 Nothing here ever refuses an undo or a notify: safety limits bound the harm we can do,
 and removing our own marks only reduces it.
 """
@@ -31,6 +35,41 @@ class Refusal:
     reason: Reason
     evidence: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def until(self) -> datetime | None:
+        """When the refusal ends by itself (cooldown, breaker); None: it may not."""
+        until = self.evidence.get("until")
+        return datetime.fromisoformat(until) if isinstance(until, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A disruptive step asking to pass, with what its limits are measured against."""
+
+    step: ActionKind
+    node: NodeName
+    job: JobKey
+    job_state: JobState
+    policy: Policy
+    safety: ClusterSafety
+    job_nodes: int
+    cluster_nodes: int
+    """Nodes in the cluster for percentage budgets (at least the job's)."""
+    now: datetime
+    include_simulated: bool
+    """Count simulated marks and stamps too (the job is observing: a dry-run shows the
+    refusals the policy would produce)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """``admit``'s answer: the cluster with the demand counted, and a refusal or the
+    budget used/limit to record on the act."""
+
+    cluster: ClusterState
+    refusal: Refusal | None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
 
 def counts(stamp: ActionStamp | bool, include_simulated: bool) -> bool:
     simulated = stamp.simulated if isinstance(stamp, ActionStamp) else stamp
@@ -51,21 +90,11 @@ def marked_nodes(
     return out
 
 
-def check(
-    *,
-    step: ActionKind,
-    node: NodeName,
-    job: JobKey,
-    job_state: JobState,
-    cluster: ClusterState,
-    policy: Policy,
-    safety: ClusterSafety,
-    job_nodes: int,
-    cluster_nodes: int,
-    now: datetime,
-    include_simulated: bool,
-) -> Refusal | None:
-    """Why ``step`` on ``node`` must not happen now, or None when it may."""
+def check(req: Request, cluster: ClusterState) -> Refusal | None:
+    """Why ``req.step`` on ``req.node`` must not happen now, or None when it may."""
+    step, node, job, job_state, now = req.step, req.node, req.job, req.job_state, req.now
+    policy, safety, include_simulated = req.policy, req.safety, req.include_simulated
+    job_nodes, cluster_nodes = req.job_nodes, req.cluster_nodes
     ns = cluster.nodes.get(node)
     if step in NODE_ACTIONS and ns is not None and ns.cooldown_until and now < ns.cooldown_until:
         return Refusal(
@@ -121,6 +150,24 @@ def check(
     return None
 
 
+def admit(req: Request, cluster: ClusterState) -> Admission:
+    """Count the job's demand for the step (the breaker sees every demand, let through
+    or not), then check every limit against it."""
+    cluster = with_demand(cluster, f"{req.job}|{req.node}", req.safety.breaker, req.now)
+    refusal = check(req, cluster)
+    if refusal is not None:
+        return Admission(cluster, refusal)
+    return Admission(cluster, None, budget_evidence(req, cluster))
+
+
+def charge(
+    cluster: ClusterState, job_state: JobState, stamp: ActionStamp
+) -> tuple[ClusterState, JobState]:
+    """The cluster and job after a disruptive action: it counts against the rate limits
+    and starts the job's ``budgets.betweenActionsS``."""
+    return with_stamp(cluster, stamp), replace(job_state, last_disruptive_at=stamp.at)
+
+
 def with_demand(cluster: ClusterState, subject: str, cfg: Breaker, now: datetime) -> ClusterState:
     """Record that ``subject`` wants a disruptive action; trip the breaker on a storm."""
     horizon = now - timedelta(seconds=cfg.window_s)
@@ -141,20 +188,12 @@ def with_stamp(cluster: ClusterState, stamp: ActionStamp) -> ClusterState:
     return replace(cluster, stamps=(*kept, stamp))
 
 
-def budget_evidence(
-    cluster: ClusterState,
-    *,
-    job: JobKey,
-    policy: Policy,
-    safety: ClusterSafety,
-    job_nodes: int,
-    cluster_nodes: int,
-    include_simulated: bool,
-) -> dict[str, Any]:
+def budget_evidence(req: Request, cluster: ClusterState) -> dict[str, Any]:
     """Budget used/limit, recorded on every act decision."""
+    job, include_simulated = req.job, req.include_simulated
     return {
         "jobNodesMarked": len(marked_nodes(cluster, job=job, include_simulated=include_simulated)),
-        "jobNodesLimit": policy.budgets.nodes.limit(job_nodes),
+        "jobNodesLimit": req.policy.budgets.nodes.limit(req.job_nodes),
         "clusterNodesMarked": len(marked_nodes(cluster, include_simulated=include_simulated)),
-        "clusterNodesLimit": safety.nodes.limit(cluster_nodes),
+        "clusterNodesLimit": req.safety.nodes.limit(req.cluster_nodes),
     }

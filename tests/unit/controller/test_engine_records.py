@@ -191,7 +191,19 @@ def test_helpers_build_a_window_from_reports_alone() -> None:
     assert out.decisions[0].action is ActionKind.NOTIFY
 
 
-CORE = ("engine", "attribution", "ladder", "budgets", "decisions", "state", "observations")
+CORE = (
+    "engine",
+    "run",
+    "mark_records",
+    "job_window",
+    "job_decisions",
+    "attribution",
+    "ladder",
+    "budgets",
+    "decisions",
+    "state",
+    "observations",
+)
 IMPURE = (
     "datetime.now",
     "utcnow",

@@ -1,0 +1,232 @@
+"""What a job's newest report calls for: a job-wide slowdown or the workload's shape
+(no action of any kind), per slow node a candidate judged on persistence, imbalance
+history and its ladder, the step taken when every gate lets it through, and recovery
+for the nodes no longer slow.
+
+``job_window`` has already decided that there is new, usable evidence; the marks a
+step places or releases are kept by ``mark_records``, the limits it must pass by
+``budgets``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, assert_never
+
+from pacekeeper.controller.core import budgets, mark_records
+from pacekeeper.controller.core.attribution import Digest, NodeFinding, attribute, imbalance_of
+from pacekeeper.controller.core.attribution import Verdict as Attributed
+from pacekeeper.controller.core.decisions import Reason, Verdict, node_subject
+from pacekeeper.controller.core.ids import Rank
+from pacekeeper.controller.core.ladder import Exhausted, Take, Wait, next_move
+from pacekeeper.controller.core.observations import MARK_OF_ACTION
+from pacekeeper.controller.core.policy import DISRUPTIVE_ACTIONS, NODE_ACTIONS, ActionKind
+from pacekeeper.controller.core.run import JobRun, Run
+from pacekeeper.controller.core.state import ActionStamp, LadderState, Streak
+
+EVIDENCE_RANKS_CAP = 64
+REGROUPING_ACTIONS = frozenset({ActionKind.RESTART_RANK, ActionKind.DRAIN_NODE})
+"""Actions that replace the job's pods (the job regroups, scores restart)."""
+
+
+def judge(run: Run, ctx: JobRun, d: Digest) -> None:
+    """Decide on the job from its newest report's digest ``d``."""
+    if d.unknown:
+        run.job_hold(ctx, Reason.STALE_DATA, _ranks_evidence(d.unknown))
+    if d.insufficient:
+        ev = {
+            **_ranks_evidence(d.insufficient),
+            "minSamples": ctx.policy.persistence.min_samples,
+        }
+        run.job_hold(ctx, Reason.INSUFFICIENT_SAMPLES, ev)
+    att = attribute(d, ctx.policy)
+    base = {
+        "belowFraction": round(att.below_fraction, 4),
+        "below": len(d.below),
+        "measured": d.measured,
+        "slowNodes": att.slow_nodes,
+        "jobNodes": att.job_nodes,
+        "sequence": d.sequence,
+    }
+    match att.verdict:
+        case Attributed.JOB_WIDE:
+            run.job_hold(ctx, Reason.JOB_WIDE_SLOWDOWN, {**base, **_ranks_evidence(d.below)})
+            return
+        case Attributed.STRUCTURAL:
+            ev = {**base, "kind": "structural", **_ranks_evidence(d.below)}
+            run.job_hold(ctx, Reason.WORKLOAD_IMBALANCE, ev)
+            return
+        case Attributed.LOCAL:
+            pass
+        case _:
+            assert_never(att.verdict)
+    # Every finding is judged on the streaks as the reports left them, even when an
+    # earlier finding's action (restart, drain) resets them for what comes next.
+    streaks = ctx.state.streaks
+    for f in att.findings:
+        _candidate(run, ctx, d, f, streaks)
+    if ctx.state.regrouped_at == run.now:
+        ctx.state = replace(ctx.state, streaks={})
+    slow = {f.node for f in att.findings}
+    for node in list(ctx.state.ladders):
+        if node not in slow:
+            mark_records.maybe_recover(run, ctx, d, node)
+    if not ctx.decisions or all(
+        x.reason in (Reason.STALE_DATA, Reason.INSUFFICIENT_SAMPLES) for x in ctx.decisions
+    ):
+        ev = {
+            "minScore": d.worst_score,
+            "worstRank": d.worst_rank,
+            "measured": d.measured,
+            "sequence": d.sequence,
+        }
+        run.job_hold(ctx, Reason.HEALTHY, ev)
+
+
+def _ranks_evidence(ranks: Mapping[int, float] | list[int]) -> dict[str, Any]:
+    listed = sorted(ranks)
+    return {"ranks": listed[:EVIDENCE_RANKS_CAP], "count": len(listed)}
+
+
+# --- a slow node ------------------------------------------------------------------------
+
+
+def _persistent(ctx: JobRun, st: Streak | None, at: datetime) -> bool:
+    if st is None:
+        return False
+    p = ctx.policy.persistence
+    checks = []
+    if p.consecutive_reports is not None:
+        checks.append(st.count >= p.consecutive_reports)
+    if p.below_for_s is not None:
+        checks.append((at - st.since).total_seconds() >= p.below_for_s)
+    return all(checks) if p.require == "all" else any(checks)
+
+
+def _candidate(
+    run: Run, ctx: JobRun, d: Digest, f: NodeFinding, streaks: Mapping[Rank, Streak]
+) -> None:
+    persistent = [r for r in f.ranks if _persistent(ctx, streaks.get(Rank(r)), d.at)]
+    ev: dict[str, Any] = {
+        "node": f.node,
+        "finding": f.kind.value,
+        "ranks": list(f.ranks),
+        "scores": {str(r): round(d.below[r], 4) for r in f.ranks},
+        "threshold": ctx.policy.thresholds.act,
+        "consecutive": {str(r): streaks[Rank(r)].count for r in f.ranks if Rank(r) in streaks},
+        "sequence": d.sequence,
+    }
+    imb = imbalance_of(ctx.state.history, persistent or f.ranks, ctx.policy)
+    if imb is not None:
+        run.node_hold(ctx, f.node, None, Reason.WORKLOAD_IMBALANCE, {**ev, **imb})
+        return
+    if not persistent:
+        p = ctx.policy.persistence
+        ev |= {"needConsecutive": p.consecutive_reports, "needBelowForS": p.below_for_s}
+        run.node_hold(ctx, f.node, None, Reason.NOT_PERSISTENT, ev)
+        return
+    ev["ranks"] = persistent
+    lad = ctx.state.ladders.get(f.node)
+    if (
+        lad is not None
+        and lad.step is ActionKind.DRAIN_NODE
+        and f.node in ctx.view.pdb_blocked_nodes
+    ):
+        run.node_hold(ctx, f.node, ActionKind.DRAIN_NODE, Reason.PDB_BLOCKED, ev)
+        return
+    move = next_move(lad, ctx.policy.ladder, f.kind, run.now)
+    match move:
+        case Wait(step=step, until=until):
+            ev["until"] = until.isoformat()
+            run.node_hold(ctx, f.node, step, Reason.AWAITING_EFFECT, ev)
+            run.rechecks.append(until)
+        case Exhausted(step=step):
+            run.node_hold(ctx, f.node, step, Reason.LADDER_EXHAUSTED, ev)
+        case Take(step=step, attempt=attempt):
+            _take(run, ctx, d=d, f=f, ranks=persistent, step=step, attempt=attempt, lad=lad, ev=ev)
+        case _:
+            assert_never(move)
+
+
+def _take(
+    run: Run,
+    ctx: JobRun,
+    *,
+    d: Digest,
+    f: NodeFinding,
+    ranks: list[int],
+    step: ActionKind,
+    attempt: int,
+    lad: LadderState | None,
+    ev: dict[str, Any],
+) -> None:
+    """Take ``step`` on the finding's node when the node and the budgets let it; in
+    observe and dry-run mode record it as the would-be act."""
+    node, job = f.node, ctx.view.key
+    lad = lad or LadderState(started_at=run.now)
+    key = f"{job}/{node}/{step.value}/{attempt}/{lad.started_at.strftime('%Y%m%dT%H%M%SZ')}"
+    ev |= {"attempt": attempt, "actionKey": key}
+    if step in NODE_ACTIONS:
+        off = mark_records.hands_off(run, node)
+        if off is not None:
+            reason, extra = off
+            run.node_hold(ctx, node, step, reason, {**ev, **extra})
+            return
+    job_nodes = len(d.nodes)
+    if step in DISRUPTIVE_ACTIONS:
+        request = budgets.Request(
+            step=step,
+            node=node,
+            job=job,
+            job_state=ctx.state,
+            policy=ctx.policy,
+            safety=run.doc.cluster,
+            job_nodes=job_nodes,
+            cluster_nodes=max(run.view.node_count(), job_nodes),
+            now=run.now,
+            include_simulated=not ctx.enforce,
+        )
+        admission = budgets.admit(request, run.cluster)
+        run.cluster = admission.cluster
+        refusal = admission.refusal
+        if refusal is not None:
+            run.node_hold(ctx, node, step, refusal.reason, {**ev, **refusal.evidence})
+            if refusal.until is not None:
+                run.rechecks.append(refusal.until)
+            return
+        ev |= admission.evidence
+    match step:
+        case ActionKind.RESTART_RANK:
+            ev["pods"] = [d.pod_of[r] for r in ranks if r in d.pod_of]
+            ev["rayWorkers"] = d.ray_workers(ranks)
+        case ActionKind.DRAIN_NODE:
+            pods, ray_ids = d.placement(node)
+            ev |= {"pods": pods, "rayNodeIds": ray_ids}
+        case ActionKind.NOTIFY | ActionKind.TAINT_NODE | ActionKind.CORDON_NODE:
+            ev["rayNodeIds"] = d.placement(node)[1]
+        case _:
+            assert_never(step)
+    simulated = not ctx.enforce
+    ladders = dict(ctx.state.ladders)
+    ladders[node] = lad.advanced(step, run.now, simulated=simulated)
+    ctx.state = replace(ctx.state, ladders=ladders)
+    if step in DISRUPTIVE_ACTIONS:
+        stamp = ActionStamp(run.now, job, simulated)
+        run.cluster, ctx.state = budgets.charge(run.cluster, ctx.state, stamp)
+    if step in REGROUPING_ACTIONS:
+        # The job's pods changed: ignore the warm-up and start counting anew, so the
+        # next step needs evidence gathered after this one. A taint or cordon leaves
+        # the running pods alone, so their evidence keeps counting.
+        ctx.state = replace(ctx.state, regrouped_at=run.now)
+        run.rechecks.append(run.now + timedelta(seconds=ctx.policy.warmup.after_action_s))
+    if step in MARK_OF_ACTION:
+        mark_records.place(run, ctx, node, MARK_OF_ACTION[step], key, simulated=simulated)
+    if ctx.enforce:
+        run.record(ctx, job, node_subject(node), Verdict.ACT, step, Reason.BELOW_THRESHOLD, ev)
+    else:
+        ev["wouldBe"] = Verdict.ACT.value
+        run.node_hold(ctx, node, step, Reason.OBSERVE_MODE, ev)
+    timeout = ctx.policy.ladder.step(step).timeout_s
+    run.rechecks.append(run.now + timedelta(seconds=timeout))

@@ -1,0 +1,164 @@
+"""A job's window of reports, before anything is judged: may the job be judged at all
+(policy, opt-out), is its newest report usable (malformed, from the future, stale,
+inside a warm-up), and what its new reports add to its memory (streaks, imbalance
+history, recovery counts).
+
+Separate from ``job_decisions`` (what the newest report calls for) because these gates
+decide whether there is evidence, not what it says; the first that applies decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from pacekeeper.controller.core import mark_records
+from pacekeeper.controller.core.attribution import Digest, digest
+from pacekeeper.controller.core.decisions import JOB_SUBJECT, Reason, Verdict
+from pacekeeper.controller.core.ids import Rank
+from pacekeeper.controller.core.observations import JobView, RejectedReport
+from pacekeeper.controller.core.policy import Mode
+from pacekeeper.controller.core.run import JobRun, Run
+from pacekeeper.controller.core.state import JobState, Streak
+from pacekeeper.detector.score_report import ScoreReport
+
+
+def open_job(run: Run, jv: JobView) -> JobRun | None:
+    """The job with its policy and effective mode resolved; None (after recording
+    ``UnknownPolicy``) when it names a policy the document does not have."""
+    resolved = run.doc.policy_for(jv.policy_name)
+    if resolved is None:
+        run.record(
+            None,
+            jv.key,
+            JOB_SUBJECT,
+            Verdict.HOLD,
+            None,
+            Reason.UNKNOWN_POLICY,
+            {"policy": jv.policy_name, "known": sorted(run.doc.policies)},
+            policy=jv.policy_name or "",
+        )
+        return None
+    name, policy = resolved
+    mode = Mode.lowest(run.doc.mode, policy.mode, jv.mode_override)
+    js = run.jobs.get(jv.key) or JobState(first_seen_at=run.now)
+    return JobRun(jv, name, policy, mode, js)
+
+
+def read_window(run: Run, ctx: JobRun) -> Digest | None:
+    """Absorb the job's new reports; the newest report's digest when it may be judged,
+    else None after recording why not."""
+    jv, policy = ctx.view, ctx.policy
+    if _job_opted_out(run, jv):
+        mark_records.release_all(run, ctx, Reason.OPTED_OUT)
+        run.job_hold(ctx, Reason.OPTED_OUT, {"namespace": jv.namespace, "name": jv.name})
+        return None
+    reports = [r for r in jv.reports if isinstance(r, ScoreReport)]
+    rejected = [r for r in jv.reports if isinstance(r, RejectedReport)]
+    reports.sort(key=lambda r: (r.generated_at, r.sequence))
+    newest_ok = reports[-1].generated_at if reports else None
+    bad = [r for r in rejected if newest_ok is None or r.received_at >= newest_ok]
+    if bad:
+        run.job_hold(ctx, Reason.MALFORMED_REPORT, {"error": bad[-1].error[:500]})
+        return None
+    skew = timedelta(seconds=policy.persistence.max_clock_skew_s)
+    future = [r for r in reports if r.generated_at > run.now + skew]
+    if future:
+        ev = {
+            "generatedAt": future[-1].generated_at.isoformat(),
+            "sequence": future[-1].sequence,
+            "error": "generatedAt is in the future",
+        }
+        run.job_hold(ctx, Reason.MALFORMED_REPORT, ev)
+        return None
+    if not reports:
+        run.job_hold(ctx, Reason.STALE_DATA, {"reports": 0})
+        return None
+    latest = reports[-1]
+    age_s = (run.now - latest.generated_at).total_seconds()
+    if age_s > policy.persistence.max_report_age_s:
+        run.job_hold(
+            ctx,
+            Reason.STALE_DATA,
+            {
+                "ageS": round(age_s, 3),
+                "maxReportAgeS": policy.persistence.max_report_age_s,
+                "sequence": latest.sequence,
+            },
+        )
+        return None
+    warm_until = _warm_until(ctx)
+    latest_digest: Digest | None = None
+    for r in reports:
+        if ctx.state.last_report_at is not None and r.generated_at <= ctx.state.last_report_at:
+            continue
+        ctx.state = replace(ctx.state, last_report_at=r.generated_at)
+        if r.generated_at < warm_until:
+            continue
+        d = digest(r, policy)
+        _absorb(ctx, d)
+        latest_digest = d if r is latest else latest_digest
+    if latest.generated_at < warm_until:
+        run.job_hold(ctx, Reason.WARMING_UP, {"until": warm_until.isoformat()})
+        run.rechecks.append(warm_until)
+        return None
+    return latest_digest or digest(latest, policy)
+
+
+def _job_opted_out(run: Run, jv: JobView) -> bool:
+    o = run.doc.opt_outs
+    return (
+        jv.opted_out
+        or (jv.namespace is not None and jv.namespace in o.namespaces)
+        or jv.key in o.jobs
+        or (bool(jv.name) and jv.name in o.jobs)
+    )
+
+
+def _warm_until(ctx: JobRun) -> datetime:
+    w = ctx.policy.warmup
+    start = ctx.view.started_at or ctx.state.first_seen_at
+    until: datetime = start + timedelta(seconds=w.after_job_start_s)
+    if ctx.state.regrouped_at is not None:
+        until = max(until, ctx.state.regrouped_at + timedelta(seconds=w.after_action_s))
+    return until
+
+
+def _absorb(ctx: JobRun, d: Digest) -> None:
+    """Advance streaks, history and recovery counters by one new report."""
+    js = ctx.state
+    act = ctx.policy.thresholds.act
+    recover = ctx.policy.thresholds.recover
+    streaks = dict(js.streaks)
+    for r, _score in d.below.items():
+        st = streaks.get(Rank(r))
+        node = d.node_of[r]
+        streaks[Rank(r)] = Streak(st.count + 1, st.since, node) if st else Streak(1, d.at, node)
+    for r in list(streaks):
+        if r in d.below:
+            continue
+        if r >= d.world_size or d.is_ok(r):
+            del streaks[r]
+            continue
+        nd = d.nodes.get(streaks[r].node)
+        # An unlisted rank (truncated report) clears only when its whole node is fine.
+        if (
+            nd is not None
+            and not nd.below
+            and nd.unknown == 0
+            and nd.min_score is not None
+            and nd.min_score >= act
+        ):
+            del streaks[r]
+    ladders = dict(js.ladders)
+    for node, lad in js.ladders.items():
+        match d.node_state(node, recover):
+            case "recovered":
+                ladders[node] = lad.recovering(d.at)
+            case "below" | "between":
+                ladders[node] = lad.relapsed()
+            case _:
+                pass  # Unknown or gone: neither counts nor clears
+    keep = ctx.policy.attribution.imbalance_history
+    history = (*js.history, d.to_history())[-keep:]
+    ctx.state = replace(js, streaks=streaks, ladders=ladders, history=history)

@@ -171,15 +171,45 @@ class PodDisruptionBudget(_Values):
     min_available: Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=r"^[0-9]{1,3}%$")] = 1
 
 
+DnsSubdomain = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    ),
+]
+
+
+class ReporterBinding(_Values):
+    """The training pods of one ServiceAccount: what they may report into."""
+
+    namespace: DnsLabel
+    service_account: DnsSubdomain
+    """The ServiceAccount the job's pods run as; give each job (or team) its own, since
+    RBAC cannot tell two jobs of one ServiceAccount apart."""
+    reports: list[DnsSubdomain] = []
+    """StragglerReports (one per job, named after it) whose status these pods may patch;
+    empty: every report of the namespace."""
+
+
 class ReporterRbac(_Values):
     enabled: bool = False
-    namespaces: list[DnsLabel] = []
-    service_account_name: str = Field(default="default", min_length=1, max_length=253)
+    bindings: list[ReporterBinding] = []
 
     @model_validator(mode="after")
-    def _enabled_needs_namespaces(self) -> Self:
-        if self.enabled and not self.namespaces:
-            raise ValueError("reporterRbac.namespaces is empty while reporterRbac.enabled=true")
+    def _enabled_needs_bindings(self) -> Self:
+        if self.enabled and not self.bindings:
+            raise ValueError("reporterRbac.bindings is empty while reporterRbac.enabled=true")
+        seen: set[tuple[str, str]] = set()
+        for i, b in enumerate(self.bindings):
+            key = (b.namespace, b.service_account)
+            if key in seen:
+                raise ValueError(
+                    f"reporterRbac.bindings[{i}]: serviceAccount {b.service_account!r} in "
+                    f"namespace {b.namespace!r} is listed twice"
+                )
+            seen.add(key)
         return self
 
 
@@ -281,7 +311,7 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         ("ReporterRbac",),
         {
             "if": {"properties": {"enabled": {"const": True}}, "required": ["enabled"]},
-            "then": {"properties": {"namespaces": {"minItems": 1}}, "required": ["namespaces"]},
+            "then": {"properties": {"bindings": {"minItems": 1}}, "required": ["bindings"]},
         },
     ),
 ]

@@ -44,6 +44,8 @@ class Reason(StrEnum):
     UNKNOWN_POLICY = "UnknownPolicy"
     MARK_EXPIRED = "MarkExpired"
     HUMAN_OVERRIDE = "HumanOverride"
+    UNTRUSTED_REPORT = "UntrustedReport"
+    UNBOUND_REPORT = "UnboundReport"
 
 
 JOB_SUBJECT = "job"

@@ -59,7 +59,8 @@ def read_window(run: Run, ctx: JobRun) -> Digest | None:
     newest_ok = reports[-1].generated_at if reports else None
     bad = [r for r in rejected if newest_ok is None or r.received_at >= newest_ok]
     if bad:
-        run.job_hold(ctx, Reason.MALFORMED_REPORT, {"error": bad[-1].error[:500]})
+        # MalformedReport, or UntrustedReport when its identities contradict the API.
+        run.job_hold(ctx, bad[-1].reason, {"error": bad[-1].error[:500], **bad[-1].evidence})
         return None
     skew = timedelta(seconds=policy.persistence.max_clock_skew_s)
     future = [r for r in reports if r.generated_at > run.now + skew]

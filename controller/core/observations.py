@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
-from pacekeeper.controller.core.decisions import Decision, Verdict
+from pacekeeper.controller.core.decisions import Decision, Reason, Verdict
 from pacekeeper.controller.core.ids import JobKey, NodeName
 from pacekeeper.controller.core.policy import ActionKind, Mode
 from pacekeeper.detector.score_report import ScoreReport
@@ -54,6 +55,9 @@ class RejectedReport:
 
     received_at: datetime
     error: str
+    reason: Reason = Reason.MALFORMED_REPORT
+    """``UntrustedReport`` when its identities contradict the API (``trust.py``)."""
+    evidence: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

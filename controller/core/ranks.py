@@ -106,7 +106,7 @@ def _target(pod: Mapping[str, Any]) -> PodTarget:
     )
 
 
-def _live(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def live_pods(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Pods that can host a running rank: not terminating, not finished."""
     return [
         pod
@@ -202,7 +202,7 @@ def resolve_rank(
         raise RankUnresolved(f"rank {rank}: ranks are non-negative")
     if ranks_per_pod < 1:
         raise RankUnresolved(f"rank {rank}: ranks_per_pod={ranks_per_pod} must be >= 1")
-    live = _live(pods)
+    live = live_pods(pods)
     if report_pod is not None:
         named = [pod for pod in live if _meta(pod).get("name") == report_pod]
         if len(named) == 1:

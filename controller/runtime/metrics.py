@@ -58,6 +58,13 @@ class ControllerMetrics:
             registry=r,
         )
         self.leader = Gauge("pacekeeper_leader", "1 while this replica leads.", registry=r)
+        self.reports_refused = Counter(
+            "pacekeeper_reports_refused",
+            "Reports never acted on: identities the API contradicts (UntrustedReport) or no "
+            "workload behind them (UnboundReport).",
+            ["reason"],
+            registry=r,
+        )
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         from prometheus_client import start_http_server

@@ -20,18 +20,26 @@ from typing import Any, assert_never
 from pacekeeper.controller.actuators.errors import GiveUp, RetryLater
 from pacekeeper.controller.actuators.events import EventAction, EventType, ObjectRef
 from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
-from pacekeeper.controller.core.decisions import Decision, Verdict, summary_lines
+from pacekeeper.controller.core.decisions import (
+    JOB_SUBJECT,
+    Decision,
+    Reason,
+    Verdict,
+    summary_lines,
+)
 from pacekeeper.controller.core.engine import decide
 from pacekeeper.controller.core.ids import JobKey, NodeName
-from pacekeeper.controller.core.observations import Window
+from pacekeeper.controller.core.observations import RejectedReport, Window
 from pacekeeper.controller.core.policy import ActionKind, Mode, PolicyDocument
 from pacekeeper.controller.core.ranks import RankUnresolved, resolve_rank
-from pacekeeper.controller.core.state import JobState, State
+from pacekeeper.controller.core.state import State
+from pacekeeper.controller.core.trust import binding_of, place_report
 from pacekeeper.controller.runtime.metrics import ControllerMetrics
-from pacekeeper.controller.runtime.state_store import StateStore, controller_status
+from pacekeeper.controller.runtime.state_store import JobRecord, StateStore, controller_status
 from pacekeeper.controller.sources.kubernetes import (
     JOB_NAME_LABELS,
     KubernetesSource,
+    OptIn,
     WorldCache,
     cluster_view_of,
     job_key_of,
@@ -84,7 +92,8 @@ def _new_records(
     decisions: Sequence[Decision], previous: Sequence[Mapping[str, Any]]
 ) -> list[Decision]:
     """Decisions that say something new for their subject (holds repeat every cycle;
-    status and Events need them once, logs and metrics get every one)."""
+    records and Events need them once, logs and metrics get every one). ``previous``
+    comes from the controller's own store, never from the job's status."""
     last: dict[str, tuple[Any, ...]] = {}
     for rec in previous:
         last[str(rec.get("subject"))] = (rec.get("verdict"), rec.get("action"), rec.get("reason"))
@@ -165,39 +174,49 @@ class Reconciler:
         obj = self.source.read_report_object(namespace, name)
         if obj is None:
             self._pdb_blocked.pop(key, None)
+            self.store.delete_job(key)
             return ReconcileResult()
         now = self._clock()
-        report = report_of(obj, now)
         pods = pods_of_job(self._pods(namespace), name)
-        opt_in = opt_in_of(obj, pods)
+        cluster_state = self.store.load_cluster()
+        if self.store.job_state_since is None:
+            self.store.save_cluster(cluster_state, now)  # stamps when this version began
+        record = self.store.load_job(key, obj)
+        binding = binding_of(obj, pods)
+        if not binding.bound and record.state is None:
+            return self._unbound(key, obj, record, binding.problem, now)
+
+        opt_in = opt_in_of(pods) if binding.bound else OptIn(False, None, None, None)
         for problem in opt_in.problems:
             logger.warning("job annotation ignored", extra={"job": key, "problem": problem})
+        report = report_of(obj, now)
+        if isinstance(report, ScoreReport):
+            report = place_report(report, pods, now, ranks_per_pod=opt_in.ranks_per_pod)
         view = job_view_of(obj, report, opt_in, _started_at(obj, pods))
         blocked = self._pdb_blocked.get(key)
         if blocked:
             view = replace(view, pdb_blocked_nodes=frozenset(blocked))
         cluster_view = cluster_view_of(self._nodes(), self.owner)
 
-        cluster_state = self.store.load_cluster()
-        job_state: JobState | None = StateStore.job_state_of(key, obj)
-        state = State(jobs={key: job_state} if job_state else {}, cluster=cluster_state)
+        state = State(jobs={key: record.state} if record.state else {}, cluster=cluster_state)
         outcome = decide(Window(jobs=(view,), cluster=cluster_view), state, self.policies, now)
         next_job = outcome.next_state.jobs.get(key)
 
         # Persist before acting (see state_store): a crash now re-issues, never repeats.
-        if outcome.next_state.cluster != cluster_state:
-            try:
-                self.store.save_cluster(outcome.next_state.cluster)
-            except ApiException as e:
-                if e.status == 409:
-                    return None  # another writer: re-read and decide again
-                raise
-        previous = (obj.get("status") or {}).get("controller") or {}
-        fresh = _new_records(outcome.decisions, previous.get("decisions") or [])
+        fresh = _new_records(outcome.decisions, record.decisions)
+        try:
+            if outcome.next_state.cluster != cluster_state:
+                self.store.save_cluster(outcome.next_state.cluster, now)
+            if next_job != record.state or fresh or record.resource_version is None:
+                record = self.store.save_job(record, next_job, record.with_decisions(fresh))
+        except ApiException as e:
+            if e.status == 409:
+                return None  # another writer: re-read and decide again
+            raise
         sequence = report.sequence if isinstance(report, ScoreReport) else None
-        block = controller_status(key, next_job, fresh, previous, sequence)
-        if block != previous:
-            self.store.save_job(namespace, name, block, previous)
+        self._mirror(obj, record.decisions, fresh, sequence)
+        if isinstance(report, RejectedReport) and report.reason is Reason.UNTRUSTED_REPORT:
+            self._refused(key, obj, report, fresh)
 
         for line in summary_lines(outcome.decisions):
             logger.info("decision", extra={"job": key, "summary": line})
@@ -210,6 +229,69 @@ class Reconciler:
         for d in outcome.decisions:
             self._apply(d, obj, pods, report, result, fresh_decision=d in fresh)
         return result
+
+    # --- reports we do not believe -----------------------------------------------------
+
+    def _unbound(
+        self, key: JobKey, obj: Mapping[str, Any], record: JobRecord, problem: str, now: datetime
+    ) -> ReconcileResult:
+        """A report no workload stands behind never reaches the core: it can spend no
+        budget, trip no breaker and leave no state behind. One record says why."""
+        d = Decision(
+            job=key, subject=JOB_SUBJECT, verdict=Verdict.HOLD, action=None,
+            reason=Reason.UNBOUND_REPORT, evidence={"problem": problem},
+            mode=self.policies.mode, decided_at=now,
+        )  # fmt: skip
+        fresh = _new_records([d], record.decisions)
+        self.metrics.decisions.labels("hold", "", d.reason.value, d.mode.value).inc()
+        if fresh:
+            self.metrics.reports_refused.labels(d.reason.value).inc()
+            logger.warning("report ignored", extra={"job": key, "reason": d.reason.value,
+                                                    "problem": problem})  # fmt: skip
+            # The display copy only: the controller keeps nothing for a ghost.
+            self._mirror(obj, record.with_decisions(fresh), fresh, None)
+        return ReconcileResult(decisions=(d,))
+
+    def _refused(
+        self, key: JobKey, obj: Mapping[str, Any], report: RejectedReport, fresh: list[Decision]
+    ) -> None:
+        if not any(d.reason is Reason.UNTRUSTED_REPORT for d in fresh):
+            return  # said once, while the report keeps contradicting the API
+        self.metrics.reports_refused.labels(Reason.UNTRUSTED_REPORT.value).inc()
+        logger.warning(
+            "report refused",
+            extra={"job": key, "reason": Reason.UNTRUSTED_REPORT.value, "error": report.error},
+        )
+        prov = self.actuators.provenance(key, Reason.UNTRUSTED_REPORT.value, "", self._clock())
+        self.actuators.events.record(
+            self._report_ref(obj), prov, EventAction.NOTIFY,
+            f"{Reason.UNTRUSTED_REPORT.value}: {report.error}"[:1000],
+            event_type=EventType.WARNING,
+        )  # fmt: skip
+
+    def _mirror(
+        self,
+        obj: Mapping[str, Any],
+        records: Sequence[Mapping[str, Any]],
+        fresh: Sequence[Decision],
+        sequence: int | None,
+    ) -> None:
+        """The display copy in status.controller; a failure to write it loses nothing."""
+        from kubernetes.client.exceptions import ApiException
+
+        meta = obj.get("metadata") or {}
+        previous = (obj.get("status") or {}).get("controller") or {}
+        block = controller_status(records, fresh, previous, sequence)
+        if block == previous:
+            return
+        try:
+            self.store.mirror_status(str(meta.get("namespace")), str(meta.get("name")), block,
+                                     previous)  # fmt: skip
+        except ApiException as e:
+            logger.warning(
+                "status display not written",
+                extra={"job": job_key_of(obj), "status": e.status, "reason": e.reason},
+            )
 
     # --- acting ---------------------------------------------------------------------------
 

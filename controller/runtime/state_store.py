@@ -1,10 +1,20 @@
 """Where the core's ``State`` lives between reconciles, so a restart loses and repeats nothing.
 
-- A job's part (streaks, history, ladders) lives in its StragglerReport's
-  ``status.controller.state``, next to the decision records people read there.
-- The cluster part (our marks, rate-limit stamps, breaker) lives in one ConfigMap in the
-  controller's namespace, written with the resourceVersion it was read at: a stale
-  writer gets 409 and re-reads instead of overwriting a newer state.
+Everything the controller reads back lives where training jobs cannot write: ConfigMaps
+in the controller's own namespace, which only its ServiceAccount may touch
+(docs/security.md).
+
+- The cluster part (our marks, rate-limit stamps, breaker) lives in one ConfigMap,
+  ``pacekeeper-state``.
+- A job's part (streaks, history, ladders) and its decision records live in one
+  ConfigMap per job, ``pacekeeper-job-<hash of the job key>``.
+- Both are written whole (PUT) with the resourceVersion they were read at: a stale writer
+  gets 409 and re-reads instead of overwriting a newer state, and no merge patch can
+  prune what was stored (the real API server drops ``null`` even inside arrays).
+- The StragglerReport's ``status.controller`` is a display copy for ``kubectl``: the
+  decisions and the verdict, never read back. Releases before this one kept the job's
+  state there; ``load_job`` takes it over once, for reports that existed before this
+  version first ran (a report created later cannot seed the controller's state).
 
 The operator writes state *before* it acts: a crash between the two leaves a decided
 but unapplied mark, which the core re-issues after its confirm grace; the reverse order
@@ -13,9 +23,12 @@ could act twice.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from pacekeeper.controller.core.decisions import Decision
@@ -27,8 +40,16 @@ logger = logging.getLogger(__name__)
 
 STATE_CONFIGMAP = "pacekeeper-state"
 STATE_KEY = "state.json"
+DECISIONS_KEY = "decisions.json"
+SINCE_KEY = "jobStateSince"
+"""When this version first ran against the cluster: reports created before it may hand
+their ``status.controller.state`` over; none created after may."""
+JOB_STATE_PREFIX = "pacekeeper-job-"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "pacekeeper"}
+JOB_STATE_LABEL = "pacekeeper.dev/state"
+JOB_ANNOTATION = "pacekeeper.dev/job"
 DECISIONS_KEPT = 20
-"""Decision records kept per job in status (newest last); older ones live in logs."""
+"""Decision records kept per job (newest last); older ones live in logs."""
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -51,20 +72,21 @@ def cluster_state_from_wire(data: Mapping[str, Any]) -> ClusterState:
     return State.from_dict({"cluster": dict(data)}).cluster
 
 
+def job_state_name(key: JobKey) -> str:
+    """The job's state ConfigMap: a hash, since ``namespace/name`` is not a valid name and
+    the two together can be longer than one."""
+    return JOB_STATE_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
 def controller_status(
-    key: JobKey,
-    js: JobState | None,
+    records: Sequence[Mapping[str, Any]],
     decisions: Sequence[Decision],
     previous: Mapping[str, Any] | None,
     observed_sequence: int | None,
 ) -> dict[str, Any]:
-    """The ``status.controller`` block: state, the newest decision records, summary."""
-    old_records = list((previous or {}).get("decisions") or [])
-    new_records = [d.to_dict() for d in decisions]
-    records = (old_records + new_records)[-DECISIONS_KEPT:]
-    out: dict[str, Any] = {"decisions": records}
-    if js is not None:
-        out["state"] = job_state_to_wire(key, js)
+    """The ``status.controller`` display block: the newest decision records (``records``,
+    from the controller's own store) and the last verdict. Never read back."""
+    out: dict[str, Any] = {"decisions": list(records)}
     if observed_sequence is not None:
         out["observedSequence"] = observed_sequence
     if decisions:
@@ -80,6 +102,23 @@ def controller_status(
     return out
 
 
+@dataclass(slots=True)
+class JobRecord:
+    """What the controller keeps of one job, as read from its ConfigMap."""
+
+    key: JobKey
+    state: JobState | None = None
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    """Decision records, newest last (at most ``DECISIONS_KEPT``)."""
+    resource_version: str | None = None
+    """None: no ConfigMap yet (the next save creates it)."""
+    migrated: bool = False
+    """The state was taken over from an old release's ``status.controller``."""
+
+    def with_decisions(self, decisions: Sequence[Decision]) -> list[dict[str, Any]]:
+        return (self.decisions + [d.to_dict() for d in decisions])[-DECISIONS_KEPT:]
+
+
 class StateStore:
     def __init__(self, api_client: Any, *, namespace: str, request_timeout_s: float = 10.0):
         from kubernetes import client
@@ -89,6 +128,8 @@ class StateStore:
         self.namespace = namespace
         self._timeout = request_timeout_s
         self._cluster_rv: str | None = None
+        self.job_state_since: datetime | None = None
+        """Read with the cluster state; None until this version wrote it once."""
 
     # --- cluster part ------------------------------------------------------------------
 
@@ -104,9 +145,12 @@ class StateStore:
             if e.status != 404:
                 raise
             self._cluster_rv = None
+            self.job_state_since = None
             return ClusterState()
         cm = json.loads(cast(bytes, resp.data) or b"{}")
         self._cluster_rv = (cm.get("metadata") or {}).get("resourceVersion")
+        since = (cm.get("data") or {}).get(SINCE_KEY)
+        self.job_state_since = _parse_time(since) if since else None
         raw = (cm.get("data") or {}).get(STATE_KEY)
         if not raw:
             return ClusterState()
@@ -117,21 +161,41 @@ class StateStore:
             # for the cycle and alerts, rather than starting from an empty budget.
             raise StateError(f"ConfigMap {self.namespace}/{STATE_CONFIGMAP}: {e}") from e
 
-    def save_cluster(self, cs: ClusterState) -> None:
-        """Write with the resourceVersion we read; 409 propagates (re-read, re-decide)."""
+    def save_cluster(self, cs: ClusterState, now: datetime | None = None) -> None:
+        """Write with the resourceVersion we read; 409 propagates (re-read, re-decide).
+        The first write of this version stamps ``jobStateSince`` (``now``)."""
+        if self.job_state_since is None:
+            self.job_state_since = now or datetime.now(UTC)
+        data = {
+            STATE_KEY: json.dumps(cluster_state_to_wire(cs), sort_keys=True),
+            SINCE_KEY: self.job_state_since.isoformat(),
+        }
+        self._cluster_rv = self._write(
+            STATE_CONFIGMAP, self._cluster_rv, data, labels=dict(MANAGED_BY)
+        )
+
+    def _write(
+        self,
+        name: str,
+        resource_version: str | None,
+        data: Mapping[str, str],
+        *,
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str] | None = None,
+    ) -> str | None:
+        """Create (no resourceVersion) or replace one of our ConfigMaps; the new version."""
         from kubernetes.client.exceptions import ApiException
 
+        metadata: dict[str, Any] = {"name": name, "namespace": self.namespace, "labels": labels}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {
-                "name": STATE_CONFIGMAP,
-                "namespace": self.namespace,
-                "labels": {"app.kubernetes.io/managed-by": "pacekeeper"},
-            },
-            "data": {STATE_KEY: json.dumps(cluster_state_to_wire(cs), sort_keys=True)},
+            "metadata": metadata,
+            "data": dict(data),
         }
-        if self._cluster_rv is None:
+        if resource_version is None:
             try:
                 resp = self._core.create_namespaced_config_map(
                     self.namespace,
@@ -141,39 +205,108 @@ class StateStore:
                 )
             except ApiException as e:
                 if e.status == 409:
-                    logger.warning("state configmap created concurrently", extra={})
+                    logger.warning("state configmap created concurrently", extra={"name": name})
                 raise
         else:
-            body["metadata"]["resourceVersion"] = self._cluster_rv
+            metadata["resourceVersion"] = resource_version
             resp = self._core.replace_namespaced_config_map(
-                STATE_CONFIGMAP, self.namespace, cast(Any, body),
+                name, self.namespace, cast(Any, body),
                 _preload_content=False, _request_timeout=self._timeout,
             )  # fmt: skip
         out = json.loads(cast(bytes, resp.data) or b"{}")
-        self._cluster_rv = (out.get("metadata") or {}).get("resourceVersion")
+        rv = (out.get("metadata") or {}).get("resourceVersion")
+        return None if rv is None else str(rv)
 
     # --- job part -----------------------------------------------------------------------
 
-    @staticmethod
-    def job_state_of(key: JobKey, obj: Mapping[str, Any]) -> JobState | None:
-        raw = ((obj.get("status") or {}).get("controller") or {}).get("state")
-        if not raw:
-            return None
-        return job_state_from_wire(key, raw)
+    def load_job(self, key: JobKey, report_object: Mapping[str, Any] | None) -> JobRecord:
+        """The job's state and records; an old release's ``status.controller.state`` is
+        taken over when no ConfigMap exists yet and the report predates this version."""
+        from kubernetes.client.exceptions import ApiException
+
+        name = job_state_name(key)
+        try:
+            resp = self._core.read_namespaced_config_map(
+                name, self.namespace, _preload_content=False, _request_timeout=self._timeout
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return self._migrated(key, report_object)
+        cm = json.loads(cast(bytes, resp.data) or b"{}")
+        data = cm.get("data") or {}
+        rv = (cm.get("metadata") or {}).get("resourceVersion")
+        try:
+            raw = data.get(STATE_KEY)
+            state = job_state_from_wire(key, json.loads(raw)) if raw else None
+            records = json.loads(data.get(DECISIONS_KEY) or "[]")
+        except (StateError, json.JSONDecodeError) as e:
+            raise StateError(f"ConfigMap {self.namespace}/{name} ({key}): {e}") from e
+        return JobRecord(key, state, list(records), None if rv is None else str(rv))
+
+    def _migrated(self, key: JobKey, obj: Mapping[str, Any] | None) -> JobRecord:
+        legacy = (((obj or {}).get("status") or {}).get("controller") or {}).get("state")
+        created = _parse_time(((obj or {}).get("metadata") or {}).get("creationTimestamp"))
+        since = self.job_state_since
+        if not legacy or created is None or since is None or created >= since:
+            return JobRecord(key)
+        try:
+            state = job_state_from_wire(key, legacy)
+        except StateError as e:
+            # An old record we cannot read is not worth refusing the job over: start anew.
+            logger.warning("old job state not taken over", extra={"job": key, "error": str(e)})
+            return JobRecord(key)
+        logger.info("job state taken over from status.controller", extra={"job": key})
+        return JobRecord(key, state, migrated=True)
 
     def save_job(
+        self, record: JobRecord, state: JobState | None, records: Sequence[Mapping[str, Any]]
+    ) -> JobRecord:
+        """Write the job's ConfigMap with the version it was read at (409 propagates)."""
+        data = {DECISIONS_KEY: json.dumps(list(records), sort_keys=True)}
+        if state is not None:
+            data[STATE_KEY] = json.dumps(job_state_to_wire(record.key, state), sort_keys=True)
+        rv = self._write(
+            job_state_name(record.key), record.resource_version, data,
+            labels={**MANAGED_BY, JOB_STATE_LABEL: "job"},
+            annotations={JOB_ANNOTATION: record.key},
+        )  # fmt: skip
+        return JobRecord(record.key, state, [dict(r) for r in records], rv)
+
+    def delete_job(self, key: JobKey) -> None:
+        """The job's report is gone: so is what we kept of it (404 is done)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._core.delete_namespaced_config_map(
+                job_state_name(key), self.namespace, _request_timeout=self._timeout
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    def mirror_status(
         self,
         namespace: str,
         name: str,
         controller: dict[str, Any],
         previous: Mapping[str, Any] | None = None,
     ) -> None:
-        """Merge-patch only ``status.controller`` (the reporter owns the rest of status),
-        turning ``previous`` into ``controller``: keys the new state dropped (the streak
-        of a recovered rank) are deleted with null, or a merge patch would keep them and
-        a restarted controller would resume a streak that had ended."""
+        """Merge-patch the display copy in ``status.controller`` (the reporter owns the
+        rest of status). Keys the display no longer has (an old release's ``state``) are
+        deleted with null."""
         patch = {"status": {"controller": merge_patch(dict(previous or {}), controller)}}
         self._custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, patch,
             _content_type=MERGE_PATCH, _request_timeout=self._timeout,
         )  # fmt: skip
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -99,10 +99,10 @@ class OptIn:
     problems: tuple[str, ...] = ()
 
 
-def opt_in_of(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> OptIn:
-    """Opt-in and overrides from the job's pods (pod-template annotations), falling back
-    to the StragglerReport's own annotations (jobs with no pods we can see, e.g. Ray)."""
-    sources = [_annotations(p) for p in pods] or [_annotations(obj)]
+def opt_in_of(pods: Iterable[Mapping[str, Any]]) -> OptIn:
+    """Opt-in and overrides from the job's pods (their pod template's annotations) alone:
+    the StragglerReport is the job's own writing, so its annotations opt nothing in."""
+    sources = [_annotations(p) for p in pods]
     detect = {a.get(DETECT_ANNOTATION) for a in sources}
     opted_in = "true" in detect and "false" not in detect
     policies = {a[POLICY_ANNOTATION] for a in sources if a.get(POLICY_ANNOTATION)}

@@ -53,7 +53,15 @@ FEATURES: dict[str, dict[str, Any]] = {
     "metrics-off": {"metrics": {"enabled": False}},
     "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"p": "k"}}}},
     "prometheus-rule": {"metrics": {"prometheusRule": {"enabled": True}}},
-    "reporter-rbac": {"reporterRbac": {"enabled": True, "namespaces": ["team-a", "team-b"]}},
+    "reporter-rbac": {
+        "reporterRbac": {
+            "enabled": True,
+            "bindings": [
+                {"namespace": "team-a", "serviceAccount": "llama", "reports": ["llama"]},
+                {"namespace": "team-b", "serviceAccount": "trainers"},
+            ],
+        }
+    },
     "scheduling": {
         "controller": {
             "nodeSelector": {"kubernetes.io/os": "linux"},

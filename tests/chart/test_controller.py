@@ -147,7 +147,8 @@ def test_notes_list_enabled_actions_and_reporter_namespaces() -> None:
     assert "Actions enabled: notify" in notes()
     text = notes(FEATURES["reporter-rbac"] | {"actions": {"taintNode": {"enabled": True}}})
     assert "Actions enabled: notify, taintNode" in text
-    assert "team-a, team-b" in text
+    assert "team-a/llama: reports llama" in text
+    assert "team-b/trainers: every report of the namespace" in text
 
 
 def test_notes_warn_about_a_budget_on_a_single_replica() -> None:

@@ -82,13 +82,22 @@ BAD_VALUES: dict[str, tuple[dict[str, Any], list[str]]] = {
         {"serviceAccount": {"create": False}},
         ["/serviceAccount/name"],
     ),
-    "reporter-rbac-without-namespaces": (
+    "reporter-rbac-without-bindings": (
         {"reporterRbac": {"enabled": True}},
-        ["/reporterRbac/namespaces"],
+        ["/reporterRbac/bindings"],
     ),
     "reporter-namespace-not-a-dns-label": (
-        {"reporterRbac": {"enabled": True, "namespaces": ["Team_A"]}},
-        ["/reporterRbac/namespaces/0", "Team_A"],
+        {"reporterRbac": {"enabled": True,
+                          "bindings": [{"namespace": "Team_A", "serviceAccount": "sa"}]}},
+        ["/reporterRbac/bindings/0/namespace", "Team_A"],
+    ),
+    "reporter-binding-without-service-account": (
+        {"reporterRbac": {"enabled": True, "bindings": [{"namespace": "team-a"}]}},
+        ["/reporterRbac/bindings/0", "serviceAccount"],
+    ),
+    "reporter-binding-from-the-old-chart": (
+        {"reporterRbac": {"enabled": True, "namespaces": ["team-a"]}},
+        ["/reporterRbac", "namespaces"],
     ),
     "bad-cpu-quantity": (
         {"controller": {"resources": {"requests": {"cpu": "lots"}}}},

@@ -3,6 +3,7 @@ real reporter sink fills, and a policy. Shared by the operator tests."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,7 +12,9 @@ from harness import RunningServer
 from harness.objects import node, pod
 from reporter_helpers import CRD_PATH
 
+from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.policy import PolicyDocument, load_policy_document
+from pacekeeper.controller.runtime.state_store import STATE_KEY, job_state_name
 from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
 from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
 
@@ -20,6 +23,8 @@ JOB = "llama"
 CONTROLLER_NS = "pacekeeper"
 NODES = ("n0", "n1", "n2")
 RANKS_PER_NODE = 4
+JOB_OWNER = {"kind": "Job", "name": JOB, "uid": "uid-job-llama"}
+"""The batch/v1 Job whose pods these are: the reporter makes it the report's owner."""
 
 POLICY_YAML = """
 apiVersion: pacekeeper.dev/v1alpha1
@@ -81,6 +86,7 @@ def setup_world(server: RunningServer, *, mode_annotation: str | None = None) ->
                     "batch.kubernetes.io/job-completion-index": str(i),
                 },
                 annotations=annotations,
+                owner=JOB_OWNER,
             )
         )
 
@@ -111,9 +117,11 @@ def report(seq: int, at: datetime, slow: dict[int, float]) -> ScoreReport:
 
 
 def sink(api_client: Any) -> KubernetesStatusSink:
+    """Rank 0's reporter: it reads its own pod to make the job's Job own the report."""
     return KubernetesStatusSink(
-        namespace=NAMESPACE, name=JOB, incarnation="inc-1", api_client=api_client
-    )
+        namespace=NAMESPACE, name=JOB, incarnation="inc-1", api_client=api_client,
+        pod_name=f"{JOB}-0",
+    )  # fmt: skip
 
 
 def taints(server: RunningServer, name: str) -> list[dict[str, Any]]:
@@ -125,5 +133,13 @@ def cordoned(server: RunningServer, name: str) -> bool:
 
 
 def controller_status(server: RunningServer) -> dict[str, Any]:
+    """The display copy in the report's status (what ``kubectl`` users read)."""
     obj = server.read("pacekeeper.dev/v1alpha1", "StragglerReport", JOB, namespace=NAMESPACE)
     return dict((obj.get("status") or {}).get("controller") or {})
+
+
+def controller_state(server: RunningServer, job: str = JOB) -> dict[str, Any]:
+    """The job's state as the controller keeps it, in its own namespace."""
+    name = job_state_name(JobKey(f"{NAMESPACE}/{job}"))
+    cm = server.read("v1", "ConfigMap", name, namespace=CONTROLLER_NS)
+    return dict(json.loads((cm.get("data") or {}).get(STATE_KEY) or "{}"))

@@ -13,6 +13,7 @@ from operator_world import (
     JOB,
     NAMESPACE,
     Clock,
+    controller_state,
     controller_status,
     cordoned,
     policy,
@@ -249,8 +250,8 @@ def test_persisted_state_drops_what_the_core_dropped(
     clock = Clock()
     rec = _reconciler(k8s_api_client, clock, "observe")
     seq = _run(rec, k8s_server, k8s_api_client, clock, 1, slow=SLOW)
-    assert "5" in controller_status(k8s_server)["state"]["streaks"]
+    assert "5" in controller_state(k8s_server)["streaks"]
     _run(rec, k8s_server, k8s_api_client, clock, 2, slow={}, start_seq=seq)
     # A merge patch that only sent the new state would have kept rank 5's streak: a
     # restarted controller would then resume a streak that had ended.
-    assert controller_status(k8s_server)["state"].get("streaks", {}) == {}
+    assert controller_state(k8s_server).get("streaks", {}) == {}

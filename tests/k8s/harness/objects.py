@@ -25,7 +25,9 @@ def pod(
     annotations: dict[str, str] | None = None,
     phase: str | None = "Running",
     ready: bool = True,
+    owner: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``owner``: the controlling ownerReference (kind, name, uid), as a Job sets it."""
     spec: dict[str, Any] = {"containers": [{"name": "main", "image": "trainer:1"}]}
     if node_name is not None:
         spec["nodeName"] = node_name
@@ -40,6 +42,10 @@ def pod(
         },
         "spec": spec,
     }
+    if owner is not None:
+        obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "controller": True, "blockOwnerDeletion": True, **owner}
+        ]
     if phase is not None:
         obj["status"] = {
             "phase": phase,

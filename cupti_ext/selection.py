@@ -61,7 +61,7 @@ def select_backend(
     if choice in ("auto", "cupti"):
         # Settings are the user's input: a bad one fails initialize, naming the variable,
         # rather than being taken for a CUPTI failure (or passing unseen without a GPU).
-        from .cupti_backend import (
+        from .cupti_env import (
             buffer_bytes_from_env,
             marker_modes_from_env,
             sample_every_from_env,
@@ -84,7 +84,7 @@ def select_backend(
         return NoneBackend(), BackendChoice("none", reason)
     cupti_failure: str | None = None
     if choice in ("auto", "cupti"):
-        from .cupti_backend import CuptiUnavailable
+        from .cupti_env import CuptiUnavailable
 
         try:
             backend = make_cupti(**cupti_options)

@@ -1,0 +1,211 @@
+"""CUPTI's activity buffers: where they come from and where they go.
+
+``RawBuffers`` hands CUPTI our own blocks through ctypes and gets raw bytes back, once
+per buffer; ``BufferIntake`` decodes each buffer in one pass (compiled where built,
+native.py; numpy otherwise, records.py) and folds it into the window builder under the
+lock that fences and ``collect`` share. Apart from the backend because this runs on
+CUPTI's thread (or inside a flush), never on the training thread's section path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .cupti_env import CuptiUnavailable
+from .records import (
+    DecodeScratch,
+    RecordLayout,
+    block_view,
+    decode_addresses,
+    decode_buffer,
+    memory_view,
+    record_addresses,
+)
+from .window_builder import KernelWindowBuilder
+
+logger = logging.getLogger(__name__)
+
+_BufferRequested = ctypes.CFUNCTYPE(
+    None,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.c_size_t),
+    ctypes.POINTER(ctypes.c_size_t),
+)
+_BufferCompleted = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
+)
+
+
+def register_callbacks_function() -> Any | None:
+    """``cuptiActivityRegisterCallbacks`` of the very libcupti cupti-python uses.
+
+    Taken from cupti-python's own function table: a process can hold two libcupti
+    copies (torch's and cupti-python's), and callbacks registered on the wrong one
+    never receive a buffer.
+    """
+    try:
+        from cupti._internal import cupti as internal
+
+        pointers = internal._inspect_function_pointers()
+    except Exception:
+        return None
+    addr = next(
+        (v for k, v in pointers.items() if k.lstrip("_") == "cuptiActivityRegisterCallbacks"), 0
+    )
+    if not addr:
+        return None
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, _BufferRequested, _BufferCompleted)
+    return proto(addr)
+
+
+BUFFER_BYTES = 4 << 20
+"""CUPTI buffer size. Handling a buffer has a fixed cost besides its records (tens of
+numpy calls): 4 MiB (~19,000 kernel records) made the cost per record 27-36% lower than
+1 MiB did. The price: at interval 1 a report's flush hands over more (docs/kernel-timing.md)."""
+SPARE_BYTES = 16 << 20
+"""At most this much of handed-back buffers is kept for reuse."""
+
+_REGISTERED: list[RawBuffers] = []
+"""Every RawBuffers ever handed to CUPTI, kept alive for the life of the process."""
+
+
+class RawBuffers:
+    """CUPTI buffer callbacks registered through ctypes, handing over raw bytes.
+
+    cupti-python's own callback builds one Python object per record while holding the
+    GIL, which the training thread needs to launch kernels; here CUPTI calls us once per
+    buffer and the records are decoded with numpy (records.record_offsets/decode_span).
+    """
+
+    def __init__(self, register_fn: Any, size: int, on_bytes: Callable[[Any], None]) -> None:
+        self._register_fn = register_fn
+        self._size = size
+        self._on_bytes = on_bytes
+        self._free: list[Any] = []
+        self._max_spare = max(2, SPARE_BYTES // size)
+        self._live: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        # Keep the C callbacks alive as long as CUPTI may call them.
+        self._requested = _BufferRequested(self._request)
+        self._completed = _BufferCompleted(self._complete)
+
+    def register(self) -> None:
+        # CUPTI keeps calling the last registered pair (a flush at process exit, say)
+        # after the backend that made it is gone; freed ctypes thunks would crash it.
+        if self not in _REGISTERED:
+            _REGISTERED.append(self)
+        status = self._register_fn(self._requested, self._completed)
+        if status != 0:
+            raise CuptiUnavailable(f"cuptiActivityRegisterCallbacks returned {status}")
+
+    def _request(self, buf: Any, size: Any, max_records: Any) -> None:
+        try:
+            with self._lock:
+                block = self._free.pop() if self._free else ctypes.create_string_buffer(self._size)
+                addr = ctypes.addressof(block)
+                self._live[addr] = block
+            buf[0] = addr
+            size[0] = self._size
+            max_records[0] = 0
+        except Exception:
+            buf[0] = None
+            size[0] = 0
+
+    def trim(self) -> None:
+        """Free the spare blocks (the object itself stays alive, see ``_REGISTERED``)."""
+        with self._lock:
+            self._free.clear()
+
+    def _complete(self, ctx: Any, stream: int, buf: int, size: int, valid: int) -> None:
+        with self._lock:
+            block = self._live.pop(buf, None) if buf else None
+        try:
+            if buf and valid:
+                # A view of our own block: no ctypes array type made per buffer size
+                # (memory_view's way, ~25 us per buffer on the H200 host).
+                self._on_bytes(
+                    memory_view(buf, valid) if block is None else block_view(block, valid)
+                )
+        finally:
+            if block is not None:
+                with self._lock:
+                    if len(self._free) < self._max_spare:
+                        self._free.append(block)
+
+
+class BufferIntake:
+    """Buffers in (raw bytes, or cupti-python's record objects), the window builder fed.
+
+    ``lock`` guards the builder and the decode scratch; ``delivered`` is signalled after
+    every buffer, so a fence waits on it instead of polling. Failures go to ``fail``
+    (the backend's: logged once per cause, counted) and never raise into CUPTI.
+    """
+
+    def __init__(
+        self,
+        builder: KernelWindowBuilder,
+        layout: RecordLayout,
+        buffer_size: int,
+        fail: Callable[[str, BaseException], None],
+    ) -> None:
+        self._builder = builder
+        self._layout = layout
+        self._buffer_size = buffer_size
+        self._fail = fail
+        self.lock = threading.Lock()
+        self.delivered = threading.Condition(self.lock)
+        self._scratch = DecodeScratch()
+        self.unparsed_buffers = 0
+        self.buffers_handled = 0
+        self.handling_s = 0.0
+        """Wall time in the raw buffer callback, since start."""
+
+    def buffer_requested(self) -> tuple[int, int]:
+        """cupti-python's buffer-request callback: (size, max records: no limit)."""
+        return self._buffer_size, 0
+
+    def on_buffer(self, activities: Sequence[Any]) -> None:
+        """cupti-python's buffer-completed callback (one object per record)."""
+        try:
+            n = len(activities)
+            if n == 0:
+                return
+            decoded = decode_addresses(record_addresses(activities), self._layout)
+            with self.lock:
+                self._builder.add(decoded, n)
+                self.delivered.notify_all()
+        except Exception as e:
+            self._fail("buffer", e)
+
+    def on_bytes(self, raw: Any) -> None:
+        """RawBuffers' hand-over: one buffer's valid bytes."""
+        t0 = time.perf_counter()
+        try:
+            with self.lock:  # the scratch's arrays are reused buffer after buffer
+                decoded, records, whole = decode_buffer(raw, self._layout, self._scratch)
+                self.buffers_handled += 1
+                if not whole:
+                    self.unparsed_buffers += 1
+                    if self.unparsed_buffers == 1:
+                        logger.warning(
+                            "CUPTI buffer with an unexpected record layout; its tail is skipped"
+                        )
+                self._builder.add(decoded, records)
+                self.handling_s += time.perf_counter() - t0
+                self.delivered.notify_all()
+        except Exception as e:
+            self._fail("buffer", e)
+
+
+__all__ = [
+    "BUFFER_BYTES",
+    "SPARE_BYTES",
+    "BufferIntake",
+    "RawBuffers",
+    "register_callbacks_function",
+]

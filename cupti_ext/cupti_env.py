@@ -1,0 +1,125 @@
+"""What the process's environment says about CUPTI: the CUPTI backend's settings, read
+from env variables and checked, and whether CUPTI can be had here at all (cupti-python
+loads, no other CUPTI tool is injected, a torch profiler to yield to).
+
+Apart from the backend so that ``selection.py`` can fail ``initialize`` on a bad setting
+(naming the variable, on a machine without a GPU too) without building a backend, and
+so that every CUPTI-side module raises the same ``CuptiUnavailable``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+SAMPLE_EVERY_ENV = "PACEKEEPER_KERNEL_SAMPLE_EVERY"
+"""``auto`` (the default: chosen per window, sampling.py) or a fixed N: trace kernels in
+one of N outermost section entries."""
+
+INJECTION_ENV = ("CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID", "NV_NSIGHT_INJECTION")
+MARKER_ENV = "PACEKEEPER_KERNEL_MARKER"
+BUFFER_ENV = "PACEKEEPER_CUPTI_BUFFER_KIB"
+_BUFFER_KIB_RANGE = (64, 1 << 16)
+MARKER_MODES = ("memset", "api", "driver")
+"""How section markers reach CUPTI's records (see CuptiSession.choose_marker)."""
+AUTO_MARKERS = ("memset", "api", "driver")
+"""The order tried by default: ``memset`` needs a current CUDA context (a detector
+started after the model has one); ``api`` works where none exists yet (see
+CuptiSession.choose_marker)."""
+
+
+class CuptiUnavailable(RuntimeError):
+    """CUPTI cannot be used here; the message says why (shown as the selection reason)."""
+
+
+class CuptiConflict(CuptiUnavailable):
+    """Another tool holds CUPTI (Nsight Systems, an injected profiler)."""
+
+
+def load_cupti() -> Any:
+    """The ``cupti.cupti`` module, or ``CuptiUnavailable`` naming the reason."""
+    try:
+        from cupti import cupti
+    except ImportError as e:
+        raise CuptiUnavailable(f"cupti-python is not installed ({e})") from e
+    except OSError as e:
+        raise CuptiUnavailable(f"cupti-python cannot load libcupti ({e})") from e
+    return cupti
+
+
+def injected_tool(environ: dict[str, str] | None = None) -> str | None:
+    """The env variable showing a CUPTI-based tool injected into this process, if any."""
+    env = os.environ if environ is None else environ
+    for name in INJECTION_ENV:
+        if env.get(name):
+            return name
+    return None
+
+
+def torch_profiler_probe() -> Callable[[], bool] | None:
+    """A cheap check for an active torch profiler (Kineto holds CUPTI while it runs)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    probe = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
+    return probe if callable(probe) else None
+
+
+def marker_modes_from_env(environ: dict[str, str] | None = None) -> tuple[str, ...]:
+    """Marker modes to try, in order: the one named first, then the default order."""
+    raw = (os.environ if environ is None else environ).get(MARKER_ENV, "").strip().lower()
+    if raw in ("", "auto"):
+        return AUTO_MARKERS
+    if raw not in MARKER_MODES:
+        allowed = ", ".join(("auto", *MARKER_MODES))
+        raise ValueError(f"{MARKER_ENV}={raw!r} is not one of {allowed}")
+    return (raw, *(m for m in AUTO_MARKERS if m != raw))
+
+
+def buffer_bytes_from_env(environ: dict[str, str] | None = None) -> int | None:
+    """CUPTI's buffer size from the environment (in KiB there), or None (unset)."""
+    raw = (os.environ if environ is None else environ).get(BUFFER_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        kib = int(raw)
+    except ValueError:
+        raise ValueError(f"{BUFFER_ENV}={raw!r} is not an integer (KiB)") from None
+    low, high = _BUFFER_KIB_RANGE
+    if not low <= kib <= high:
+        raise ValueError(f"{BUFFER_ENV}={kib} must be between {low} and {high} KiB")
+    return kib << 10
+
+
+def sample_every_from_env(environ: dict[str, str] | None = None) -> int | None:
+    """A fixed N from the environment, or None for the adaptive rule (unset, ``auto``)."""
+    raw = (os.environ if environ is None else environ).get(SAMPLE_EVERY_ENV, "").strip()
+    if raw.lower() in ("", "auto"):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{SAMPLE_EVERY_ENV}={raw!r} is not an integer or 'auto'") from None
+    if value < 1:
+        raise ValueError(f"{SAMPLE_EVERY_ENV}={value} must be >= 1")
+    return value
+
+
+__all__ = [
+    "AUTO_MARKERS",
+    "BUFFER_ENV",
+    "INJECTION_ENV",
+    "MARKER_ENV",
+    "MARKER_MODES",
+    "SAMPLE_EVERY_ENV",
+    "CuptiConflict",
+    "CuptiUnavailable",
+    "buffer_bytes_from_env",
+    "injected_tool",
+    "load_cupti",
+    "marker_modes_from_env",
+    "sample_every_from_env",
+    "torch_profiler_probe",
+]

@@ -116,8 +116,9 @@ class PodActuator:
     ) -> DrainResult:
         """Evict the job's pods (`selector`, non-empty) that run on `node`.
 
-        Pods a budget protects are left for the next call, which re-lists: pods already
-        evicted are not listed again, so nothing is evicted twice.
+        Pods a budget protects are left for the next call, which re-lists. A pod already
+        evicted stays listed while it terminates (its kubelet deletes it after the grace
+        period), so the listing skips terminating pods: nothing is evicted twice.
         """
         if not selector.strip():
             raise ValueError("drain needs a non-empty label selector for the job's pods")
@@ -133,6 +134,8 @@ class PodActuator:
         blocked: list[str] = []
         for pod in pods:
             meta = pod["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
             target = PodTarget(namespace, meta["name"], meta.get("uid"), node)
             try:
                 results.append(

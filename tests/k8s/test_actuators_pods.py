@@ -31,7 +31,21 @@ def _seed(server: RunningServer, name: str, node: str = "n1", **labels: str) -> 
 
 
 def _pods(server: RunningServer) -> list[str]:
-    return [p["metadata"]["name"] for p in server.list("v1", "Pod", "default")]
+    """Pods that still run: an evicted or deleted pod bound to a node stays Terminating
+    (a deletionTimestamp) until its kubelet, absent here, finishes it."""
+    return [
+        p["metadata"]["name"]
+        for p in server.list("v1", "Pod", "default")
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def _terminating(server: RunningServer) -> list[str]:
+    return [
+        p["metadata"]["name"]
+        for p in server.list("v1", "Pod", "default")
+        if p["metadata"].get("deletionTimestamp")
+    ]
 
 
 def _evictions(server: RunningServer, status: int | None = None) -> list[Any]:
@@ -57,6 +71,9 @@ def test_restart_rank_evicts_its_pod_once_and_records_an_event(
 
     assert (result.outcome, again.outcome) == (Outcome.EVICTED, Outcome.GONE)
     assert _pods(k8s_server) == ["train-a-4"]
+    assert _terminating(k8s_server) == ["train-a-3"]
+    k8s_server.finish_termination("train-a-3", "default")
+    assert _terminating(k8s_server) == []
     (eviction,) = _evictions(k8s_server)
     assert eviction.status == 201
     assert eviction.body["deleteOptions"]["preconditions"]["uid"] == target.uid
@@ -71,8 +88,9 @@ def test_a_replaced_pod_with_the_same_name_is_left_alone(
     k8s_server: RunningServer, actuators: KubernetesActuators
 ) -> None:
     stale = _seed(k8s_server, "train-a-0")
-    k8s_server.delete("v1", "Pod", "train-a-0", "default")  # the Job controller restarts it
-    fresh = _seed(k8s_server, "train-a-0")
+    k8s_server.delete("v1", "Pod", "train-a-0", "default")
+    k8s_server.finish_termination("train-a-0", "default")
+    fresh = _seed(k8s_server, "train-a-0")  # the Job controller restarts it
 
     result = actuators.pods.restart_rank(stale, _slow(actuators), rank=0)
 
@@ -257,6 +275,7 @@ def test_an_unconfirmed_eviction_is_settled_by_the_next_call_not_repeated(
     with pytest.raises(RetryLater):
         actuators.pods.restart_rank(unpinned, _slow(actuators), rank=0)
     k8s_server.faults.clear()
+    k8s_server.finish_termination("train-a-0", "default")  # its kubelet
     replacement = _seed(k8s_server, "train-a-0")  # the Job controller's new pod
 
     result = actuators.pods.restart_rank(unpinned, _slow(actuators), rank=0)

@@ -320,7 +320,10 @@ class ApiServer(KubernetesEmulator):
                 self._patch((res, namespace, name), info, sub, content_type, data)
             )
         if method == "DELETE" and name is not None:
-            return aiohttp.web.json_response(self._delete((res, namespace, name), data))
+            options = dict(data) if isinstance(data, dict) else {}
+            if "gracePeriodSeconds" in request.params:  # the query form of DeleteOptions
+                options["gracePeriodSeconds"] = int(request.params["gracePeriodSeconds"])
+            return aiohttp.web.json_response(self._delete((res, namespace, name), options))
         if method == "DELETE":
             return aiohttp.web.json_response(
                 self._delete_collection(res, info, namespace, request.params)
@@ -563,6 +566,20 @@ class ApiServer(KubernetesEmulator):
         current = self._require(key)
         self._check_preconditions(key, current, options)
         meta = current["metadata"]
+        grace = self._pod_grace_s(key, current, options)
+        if grace is not None:
+            # A pod bound to a node is only marked: its kubelet stops the containers and
+            # deletes it with grace 0. There is no kubelet here, so it stays Terminating
+            # until someone deletes it with grace 0 (``RunningServer.finish_termination``).
+            if grace > 0:
+                if meta.get("deletionTimestamp"):
+                    return current
+                when = self.clock() + datetime.timedelta(seconds=grace)
+                meta["deletionTimestamp"] = _timestamp(when)
+                meta["deletionGracePeriodSeconds"] = grace
+                return self._store(key, current, "MODIFIED")
+            if not meta.get("finalizers"):
+                return self._remove(key, current)
         if meta.get("deletionTimestamp"):
             return current
         if meta.get("finalizers"):
@@ -570,6 +587,18 @@ class ApiServer(KubernetesEmulator):
             meta["deletionGracePeriodSeconds"] = 0
             return self._store(key, current, "MODIFIED")
         return self._remove(key, current)
+
+    @staticmethod
+    def _pod_grace_s(key: ObjectKey, pod: Body, options: Any) -> int | None:
+        """The grace period of a bound pod's deletion, as the API server picks it (the
+        request's, else the pod's ``terminationGracePeriodSeconds``, else 30 s); None
+        for anything that is not a pod bound to a node (deleted at once)."""
+        if key[0] != PODS or not (pod.get("spec") or {}).get("nodeName"):
+            return None
+        asked = (options or {}).get("gracePeriodSeconds") if isinstance(options, dict) else None
+        if asked is None:
+            asked = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        return max(0, int(asked))
 
     def _delete_collection(
         self, res: resource, info: ResourceInfo, namespace: str | None, params: Mapping[str, str]

@@ -16,10 +16,23 @@ class PatchError(ValueError):
     """A patch the real API server would refuse (422), or a failed `test` operation."""
 
 
+def _pruned(value: Any) -> Any:
+    """What the real API server stores for a value a merge patch brings in whole: `null`
+    members of every object are dropped, at any depth, inside arrays too (Kubernetes'
+    merge-patch library prunes them; `{"a": [{"x": null, "y": 1}]}` is stored as
+    `{"a": [{"y": 1}]}`). A `null` element of an array itself is kept."""
+    if isinstance(value, Mapping):
+        return {k: _pruned(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_pruned(v) for v in value]
+    return copy.deepcopy(value)
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: dicts merge recursively, `None` deletes a key, anything else replaces."""
+    """RFC 7386 as Kubernetes applies it: dicts merge recursively, `None` deletes a key,
+    anything else replaces, with the nulls inside what replaces pruned (``_pruned``)."""
     if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
+        return _pruned(patch)
     result = dict(target) if isinstance(target, Mapping) else {}
     for key, value in patch.items():
         if value is None:

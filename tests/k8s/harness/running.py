@@ -18,7 +18,7 @@ from typing import Any, Self, TypeVar
 import aiohttp.test_utils
 import yaml
 
-from .emulator import ApiServer, Body
+from .emulator import PODS, ApiServer, Body
 from .faults import Fault, FaultBook
 from .history import History
 
@@ -147,6 +147,10 @@ class RunningServer:
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> Body | None:
         return self.call(self.server.read, api_version, kind, name, namespace)
+
+    def finish_termination(self, name: str, namespace: str) -> Body:
+        """What a kubelet does once a bound pod's containers stopped: delete with grace 0."""
+        return self.call(self.server._delete, (PODS, namespace, name), {"gracePeriodSeconds": 0})
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Body:
         """Delete as another actor would (a Job controller, a human), outside any client."""

@@ -1,9 +1,12 @@
 """Everything the core remembers between calls, as serialisable values.
 
-The shell persists ``State`` (per-job parts in the StragglerReport status, cluster parts
-in the controller's own object) and hands it back on the next call, so a restarted
+The shell persists ``State`` (in the controller's own ConfigMaps on Kubernetes, the GCS
+store on Ray) and hands it back on the next call, so a restarted
 controller repeats nothing and loses nothing: streaks, ladder positions, attempt
 counters, marks we own, action times (rate limits) and the breaker all live here.
+
+Every field that may be absent has a default: a store that drops ``null`` (the API
+server's merge patch does, even inside arrays) must not make a state unreadable.
 
 Bounded: streaks exist only for ranks currently below the threshold, history keeps
 ``attribution.imbalanceHistory`` reports, stamps only the last hour.
@@ -49,8 +52,8 @@ class HistoryEntry:
     __pydantic_config__ = _WIRE
 
     at: datetime
-    worst_rank: int | None
-    below: tuple[int, ...]
+    worst_rank: int | None = None
+    below: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

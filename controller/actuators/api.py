@@ -7,9 +7,15 @@ to handlers and `marks.py` reads, rather than the client's generated models.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+logger = logging.getLogger(__name__)
+
 Body = dict[str, Any]
+
+EVICTION_V1 = "policy/v1"
+EVICTION_V1BETA1 = "policy/v1beta1"
 
 MERGE_PATCH = "application/merge-patch+json"
 """JSON merge patch replaces lists whole, so a taint list we send is exactly the
@@ -22,6 +28,7 @@ class KubeApi:
 
         self._core = kubernetes.client.CoreV1Api(api_client)
         self._timeout = request_timeout_s
+        self._eviction_version: str | None = None
 
     def _json(self, response: Any) -> Body:
         data: Body = json.loads(response.data or b"{}")
@@ -78,17 +85,57 @@ class KubeApi:
             preconditions=client.V1Preconditions(uid=uid) if uid else None
         )
 
-    def evict_pod(self, namespace: str, name: str, uid: str | None) -> None:
-        from kubernetes import client
+    def eviction_version(self) -> str:
+        """The Eviction version the server serves: ``policy/v1`` (Kubernetes 1.22+), else
+        ``policy/v1beta1``. Asked once through discovery; a failed look-up assumes v1
+        and ``evict_pod`` falls back when the server refuses that kind."""
+        if self._eviction_version is None:
+            from kubernetes import client
+            from kubernetes.client.exceptions import ApiException
 
-        eviction = client.V1Eviction(
-            api_version="policy/v1",
-            kind="Eviction",
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
-            delete_options=self._delete_options(uid),
-        )
+            try:
+                group = client.PolicyApi(self._core.api_client).get_api_group(
+                    _request_timeout=self._timeout
+                )
+                served = {v.group_version for v in group.versions or ()}
+            except (ApiException, OSError) as exc:
+                logger.warning("eviction version not discovered", extra={"error": str(exc)})
+                served = set()
+            self._eviction_version = (
+                EVICTION_V1BETA1 if served and EVICTION_V1 not in served else EVICTION_V1
+            )
+        return self._eviction_version
+
+    def evict_pod(self, namespace: str, name: str, uid: str | None) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        version = self.eviction_version()
+        try:
+            self._post_eviction(namespace, name, uid, version)
+        except ApiException as exc:
+            # A server that does not serve the version we assumed says so with 400/404
+            # ("no kind Eviction is registered for version policy/v1"): ask once more in
+            # the version it does serve, and remember it.
+            if (
+                version != EVICTION_V1
+                or exc.status not in (400, 404)
+                or "Eviction" not in str(exc.body)
+            ):
+                raise
+            self._eviction_version = EVICTION_V1BETA1
+            self._post_eviction(namespace, name, uid, EVICTION_V1BETA1)
+
+    def _post_eviction(self, namespace: str, name: str, uid: str | None, version: str) -> None:
+        body: Any = {
+            "apiVersion": version,
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": self._core.api_client.sanitize_for_serialization(
+                self._delete_options(uid)
+            ),
+        }
         self._core.create_namespaced_pod_eviction(
-            name, namespace, eviction, _preload_content=False, _request_timeout=self._timeout
+            name, namespace, body, _preload_content=False, _request_timeout=self._timeout
         )
 
     def delete_pod(self, namespace: str, name: str, uid: str | None) -> None:

@@ -32,4 +32,19 @@ class RetryLater(ActuatorError):
 
 
 class GiveUp(ActuatorError):
-    """Retrying will not help; the decision should be recorded as failed."""
+    """Retrying will not help; the decision should be recorded as failed.
+
+    ``http_status`` and ``server_message`` carry the API server's answer when there was
+    one, so logs and decision records say what the server said, not only that it said no."""
+
+    def __init__(
+        self,
+        reason: str,
+        detail: str = "",
+        *,
+        http_status: int | None = None,
+        server_message: str | None = None,
+    ) -> None:
+        super().__init__(reason, detail)
+        self.http_status = http_status
+        self.server_message = server_message

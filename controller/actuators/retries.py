@@ -72,6 +72,24 @@ def status_of(exc: BaseException) -> int | None:
     return None
 
 
+def server_message(exc: BaseException, limit: int = 500) -> str | None:
+    """The ``message`` of the Status the API server answered with, else its body text."""
+    import json
+
+    body: Any = getattr(exc, "body", None)
+    if not body:
+        return None
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    try:
+        parsed = json.loads(body)
+    except (TypeError, ValueError):
+        return str(body)[:limit]
+    if isinstance(parsed, dict) and parsed.get("message"):
+        return str(parsed["message"])[:limit]
+    return str(body)[:limit]
+
+
 def classify(exc: BaseException) -> Failure | None:
     """How to treat a failed API call; `None` for errors that are not the API's."""
     import urllib3
@@ -125,7 +143,11 @@ def retrying(
             if failure is None or failure is Failure.NOT_FOUND:
                 raise
             if failure is Failure.FATAL:
-                raise GiveUp(API_REFUSED, f"{what}: HTTP {status_of(exc)}") from exc
+                status, message = status_of(exc), server_message(exc)
+                raise GiveUp(
+                    API_REFUSED, f"{what}: HTTP {status}: {message}" if message else
+                    f"{what}: HTTP {status}", http_status=status, server_message=message,
+                ) from exc  # fmt: skip
             last, last_failure = exc, failure
             final = attempt == settings.attempts - 1
             if failure is Failure.CONFLICT:

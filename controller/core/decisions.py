@@ -46,6 +46,7 @@ class Reason(StrEnum):
     HUMAN_OVERRIDE = "HumanOverride"
     UNTRUSTED_REPORT = "UntrustedReport"
     UNBOUND_REPORT = "UnboundReport"
+    ACTION_FAILED = "ActionFailed"
 
 
 JOB_SUBJECT = "job"

@@ -63,6 +63,8 @@ class ReconcileResult:
     recheck_at: datetime | None = None
     applied: list[str] = field(default_factory=list)
     """``<action> <target> <outcome>`` for each actuator call (tests and logs)."""
+    failed: list[Decision] = field(default_factory=list)
+    """One ``ActionFailed`` record per action the API refused, with its answer."""
 
 
 def _parse_ts(value: Any) -> datetime | None:
@@ -228,6 +230,14 @@ class Reconciler:
         result = ReconcileResult(decisions=outcome.decisions, recheck_at=outcome.recheck_at)
         for d in outcome.decisions:
             self._apply(d, obj, pods, report, result, fresh_decision=d in fresh)
+        if result.failed:
+            # What the server answered goes where people look: the job's records.
+            try:
+                record = self.store.save_job(record, next_job, record.with_decisions(result.failed))
+            except ApiException as e:
+                logger.warning("failure record not written", extra={"job": key, "status": e.status})
+            else:
+                self._mirror(obj, record.decisions, result.failed, sequence)
         return result
 
     # --- reports we do not believe -----------------------------------------------------
@@ -338,9 +348,19 @@ class Reconciler:
             return
         except GiveUp as e:
             self.metrics.actions.labels(d.action.value, "failed").inc()
-            logger.error(
-                "action failed", extra={"job": d.job, "action": d.action.value, "reason": e.reason}
-            )
+            answer = {"failure": e.reason, "detail": e.detail[:500]}
+            if e.http_status is not None:
+                answer["httpStatus"] = e.http_status
+            if e.server_message:
+                answer["serverMessage"] = e.server_message
+            logger.error("action failed", extra={"job": d.job, "action": d.action.value, **answer})
+            result.failed.append(
+                Decision(
+                    job=d.job, subject=d.subject, verdict=Verdict.HOLD, action=d.action,
+                    reason=Reason.ACTION_FAILED, evidence=answer, policy=d.policy, mode=d.mode,
+                    decided_at=self._clock(),
+                )
+            )  # fmt: skip
             return
         if node is not None:
             self._pdb_blocked.get(d.job, set()).discard(node)

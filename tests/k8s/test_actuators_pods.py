@@ -287,3 +287,38 @@ def test_an_unconfirmed_eviction_is_settled_by_the_next_call_not_repeated(
         k8s_server.read("v1", "Pod", "train-a-0", "default")["metadata"]["uid"] == replacement.uid
     )
     assert len(_events(k8s_server, "BelowThreshold")) == 1
+
+
+def test_a_server_without_policy_v1_gets_its_eviction_in_v1beta1(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    """Kubernetes before 1.22 serves Eviction in policy/v1beta1 only and answers a v1 body
+    with 400; the actuator asks once more in the version served, and remembers it."""
+    target = _seed(k8s_server, "train-a-0")
+    second = _seed(k8s_server, "train-a-1")
+    k8s_server.inject(Fault(
+        status=400, reason="BadRequest", subresource="eviction",
+        message='no kind "Eviction" is registered for version "policy/v1" in scheme',
+    ))  # fmt: skip
+
+    assert actuators.pods.restart_rank(target, _slow(actuators)).outcome is Outcome.EVICTED
+    assert actuators.pods.restart_rank(second, _slow(actuators)).outcome is Outcome.EVICTED
+    versions = [r.body["apiVersion"] for r in _evictions(k8s_server)]
+    assert versions == ["policy/v1", "policy/v1beta1", "policy/v1beta1"]
+    assert [r.status for r in _evictions(k8s_server)] == [400, 201, 201]
+
+
+def test_a_refused_eviction_gives_up_with_the_servers_status_and_message(
+    k8s_server: RunningServer, actuators: KubernetesActuators
+) -> None:
+    from pacekeeper.controller.actuators import GiveUp
+
+    target = _seed(k8s_server, "train-a-0")
+    k8s_server.inject(Fault(status=403, reason="Forbidden", subresource="eviction",
+                            message='pods "train-a-0" is forbidden: cannot create pods/eviction'))
+    with pytest.raises(GiveUp) as caught:
+        actuators.pods.restart_rank(target, _slow(actuators))
+    assert caught.value.http_status == 403
+    assert caught.value.server_message is not None
+    assert "cannot create pods/eviction" in caught.value.server_message
+    assert "HTTP 403" in str(caught.value) and "forbidden" in str(caught.value)

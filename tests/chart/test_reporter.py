@@ -15,7 +15,9 @@ def _rules(role: dict[str, object]) -> list[object]:
 def test_each_binding_gets_a_role_for_its_service_account_and_reports_only() -> None:
     objects = render(FEATURES["reporter-rbac"])
     roles = {
-        (o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects if o["kind"] == "Role"
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o
+        for o in objects
+        if o["kind"] == "Role"
     }
     llama = roles[("team-a", f"{RELEASE}-pacekeeper-reporter-llama")]
     assert _rules(llama) == [
@@ -39,8 +41,12 @@ def test_each_binding_gets_a_role_for_its_service_account_and_reports_only() -> 
 def test_binding_the_default_service_account_warns_in_the_notes() -> None:
     from chart_render import notes
 
-    values = {"reporterRbac": {"enabled": True,
-                               "bindings": [{"namespace": "ml", "serviceAccount": "default"}]}}
+    values = {
+        "reporterRbac": {
+            "enabled": True,
+            "bindings": [{"namespace": "ml", "serviceAccount": "default"}],
+        }
+    }
     assert "WARNING: ml/default" in notes(values)
     assert "WARNING" not in notes(FEATURES["reporter-rbac"])
 

@@ -87,8 +87,12 @@ BAD_VALUES: dict[str, tuple[dict[str, Any], list[str]]] = {
         ["/reporterRbac/bindings"],
     ),
     "reporter-namespace-not-a-dns-label": (
-        {"reporterRbac": {"enabled": True,
-                          "bindings": [{"namespace": "Team_A", "serviceAccount": "sa"}]}},
+        {
+            "reporterRbac": {
+                "enabled": True,
+                "bindings": [{"namespace": "Team_A", "serviceAccount": "sa"}],
+            }
+        },
         ["/reporterRbac/bindings/0/namespace", "Team_A"],
     ),
     "reporter-binding-without-service-account": (

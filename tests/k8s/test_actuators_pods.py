@@ -314,8 +314,14 @@ def test_a_refused_eviction_gives_up_with_the_servers_status_and_message(
     from pacekeeper.controller.actuators import GiveUp
 
     target = _seed(k8s_server, "train-a-0")
-    k8s_server.inject(Fault(status=403, reason="Forbidden", subresource="eviction",
-                            message='pods "train-a-0" is forbidden: cannot create pods/eviction'))
+    k8s_server.inject(
+        Fault(
+            status=403,
+            reason="Forbidden",
+            subresource="eviction",
+            message='pods "train-a-0" is forbidden: cannot create pods/eviction',
+        )
+    )
     with pytest.raises(GiveUp) as caught:
         actuators.pods.restart_rank(target, _slow(actuators))
     assert caught.value.http_status == 403

@@ -261,14 +261,18 @@ def test_a_refused_action_records_the_servers_status_and_message(
     k8s_server: RunningServer, k8s_api_client: Any
 ) -> None:
     setup_world(k8s_server)
-    k8s_server.inject(Fault(status=403, reason="Forbidden", verb="patch", plural="nodes",
-                            times=100, message='nodes "n1" is forbidden: cannot patch'))  # fmt: skip
+    refusal = 'nodes "n1" is forbidden: cannot patch'
+    k8s_server.inject(
+        Fault(status=403, reason="Forbidden", verb="patch", plural="nodes", times=100,
+              message=refusal)
+    )  # fmt: skip
     clock = Clock()
     rec = _reconciler(k8s_api_client, clock)
     _run(rec, k8s_server, k8s_api_client, clock, 8, slow=SLOW)
 
     assert taints(k8s_server, "n1") == []
-    failed = [d for d in controller_status(k8s_server)["decisions"] if d["reason"] == "ActionFailed"]
+    records = controller_status(k8s_server)["decisions"]
+    failed = [d for d in records if d["reason"] == "ActionFailed"]
     assert failed and failed[0]["action"] == "taintNode"
     assert failed[0]["evidence"]["httpStatus"] == 403
     assert "cannot patch" in failed[0]["evidence"]["serverMessage"]

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pacekeeper.controller.core.policy import Mode, PolicyDocument, PolicyError, load_policy_file
@@ -16,24 +17,38 @@ from pacekeeper.controller.core.policy import Mode, PolicyDocument, PolicyError,
 policy_app = typer.Typer(no_args_is_help=True, help="Remediation policies: validate, schema, docs.")
 
 
+INVALID_POLICY_EXIT = 2
+"""Exit status for an invalid or unreadable policy document (``operator run``, ``simulate``
+and ``replay`` exit 2 for one too)."""
+
+
 @policy_app.command("validate")
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Policy YAML file(s).")],
 ) -> None:
-    """Validate policy documents; exit 1 naming the file and field of the first error."""
+    """Validate policy documents; exit 2 naming the file and field of each error. Risky
+    settings a document accepts (acknowledgeUnsafe) are printed as warnings."""
     out, err = Console(), Console(stderr=True)
     failed = 0
     for path in files:
         try:
             doc = load_policy_file(path)
         except PolicyError as e:
-            err.print(f"[bold red]invalid[/] {e}", markup=True, highlight=False, soft_wrap=True)
+            _tell(err, "[bold red]invalid[/]", str(e))
             failed += 1
             continue
+        for warning in doc.warnings():
+            _tell(err, "[bold yellow]warning[/]", f"{path}: {warning}")
         out.print(f"[bold green]valid[/] {path}", highlight=False)
         out.print(summary_table(doc))
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(INVALID_POLICY_EXIT)
+
+
+def _tell(console: Console, label: str, text: str) -> None:
+    # Escaped: messages hold brackets (``acknowledgeUnsafe: [unlimitedBudgets]``) that
+    # rich would otherwise take for markup and drop.
+    console.print(f"{label} {escape(text)}", markup=True, highlight=False, soft_wrap=True)
 
 
 @policy_app.command("schema")

@@ -143,8 +143,8 @@ def test_any_threshold_outside_the_unit_interval_is_refused_by_name(field, value
     ),
     value=st.one_of(
         st.integers(max_value=-1),
-        # Not digits: pydantic reads "3" as 3 in YAML, as users expect.
-        st.text(alphabet="abcxyz ", min_size=1, max_size=5),
+        # Strings, digits included: "3" is refused where a count belongs.
+        st.text(alphabet="abcxyz 0123456789", min_size=1, max_size=5),
         st.lists(st.none()),
     ),
 )
@@ -209,7 +209,7 @@ def test_cli_validate_refuses_a_bad_file_naming_file_and_field(tmp_path: Path) -
     bad = tmp_path / "bad.yaml"
     bad.write_text("defaultPolicy: gpu\npolicies:\n  gpu:\n    thresholds: {act: 1.5}\n")
     result = CliRunner().invoke(app, ["policy", "validate", str(bad)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # an invalid policy, as for every command
     text = " ".join(result.output.split())
     assert f"{bad}: policy 'gpu': thresholds.act=1.5 is outside [0, 1]" in text
 
@@ -218,7 +218,7 @@ def test_cli_validate_refuses_unparseable_yaml(tmp_path: Path) -> None:
     bad = tmp_path / "broken.yaml"
     bad.write_text("policies: [\n")
     result = CliRunner().invoke(app, ["policy", "validate", str(bad)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # an invalid policy, as for every command
     assert "broken.yaml: not valid YAML" in " ".join(result.output.split())
 
 

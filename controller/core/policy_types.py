@@ -1,0 +1,167 @@
+"""The words a policy document is written in: its closed vocabularies (modes, score kinds,
+ladder actions) and the bounded, strictly typed scalars every policy model is built from.
+
+Separate from ``policy.py`` because the budget models (``policy_safety.py``) and the
+policy models both build on them, and the engine's modules use the vocabulary without
+the models. Public names are re-exported by ``policy.py``, where users import them.
+
+Numbers and booleans are strict: YAML ``3`` is an int and ``3.0`` a float, but ``"3"``
+and ``"yes"`` are strings and are refused where a number or a boolean belongs (an int is
+still accepted where a float belongs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Strict
+from pydantic.alias_generators import to_camel
+
+
+class Mode(StrEnum):
+    """How far the controller may go. Ordered: observe < dry-run < enforce."""
+
+    OBSERVE = "observe"
+    DRY_RUN = "dry-run"
+    ENFORCE = "enforce"
+
+    @property
+    def level(self) -> int:
+        return _MODE_LEVEL[self]
+
+    @staticmethod
+    def lowest(*modes: Mode | None) -> Mode:
+        """The most cautious of the modes given (``None`` = not set at that level)."""
+        present = [m for m in modes if m is not None]
+        return min(present, key=lambda m: m.level) if present else Mode.OBSERVE
+
+
+_MODE_LEVEL = {Mode.OBSERVE: 0, Mode.DRY_RUN: 1, Mode.ENFORCE: 2}
+
+
+class ScoreKind(StrEnum):
+    GPU_RELATIVE = "gpuRelative"
+    GPU_INDIVIDUAL = "gpuIndividual"
+    SECTION_RELATIVE = "sectionRelative"
+    SECTION_INDIVIDUAL = "sectionIndividual"
+    WORST = "worst"
+
+
+class ActionKind(StrEnum):
+    """The ladder's steps, in escalation order."""
+
+    NOTIFY = "notify"
+    RESTART_RANK = "restartRank"
+    TAINT_NODE = "taintNode"
+    DRAIN_NODE = "drainNode"
+    CORDON_NODE = "cordonNode"
+
+
+LADDER_ORDER: tuple[ActionKind, ...] = tuple(ActionKind)
+NODE_ACTIONS = frozenset({ActionKind.TAINT_NODE, ActionKind.DRAIN_NODE, ActionKind.CORDON_NODE})
+"""Hardware actions: never taken for workload imbalance or a job-wide slowdown."""
+DISRUPTIVE_ACTIONS = NODE_ACTIONS | {ActionKind.RESTART_RANK}
+"""Actions that budgets, rate limits and the breaker govern (notify and undo are free)."""
+
+PREREQUISITES: dict[ActionKind, ActionKind] = {
+    ActionKind.RESTART_RANK: ActionKind.NOTIFY,
+    ActionKind.TAINT_NODE: ActionKind.NOTIFY,
+    # Draining without our NoSchedule taint lets the job's replacement pods land right
+    # back on the suspect node; cordoning is the escalation of the taint, not a shortcut.
+    ActionKind.DRAIN_NODE: ActionKind.TAINT_NODE,
+    ActionKind.CORDON_NODE: ActionKind.TAINT_NODE,
+}
+
+
+# --- field types ------------------------------------------------------------------
+
+MAX_CLOCK_SKEW_S = 300.0
+"""Upper bound of ``persistence.maxClockSkewS`` (see its docstring for why)."""
+
+
+def _unit_interval(v: float) -> float:
+    if not (0.0 <= v <= 1.0) or math.isnan(v):
+        raise ValueError("is outside [0, 1]")
+    return v
+
+
+def _percent(v: float) -> float:
+    if not (0.0 <= v <= 100.0) or math.isnan(v):
+        raise ValueError("is outside [0, 100]")
+    return v
+
+
+def _positive_seconds(v: float) -> float:
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError("must be a positive number of seconds")
+    return v
+
+
+def _non_negative_seconds(v: float) -> float:
+    if not math.isfinite(v) or v < 0:
+        raise ValueError("must be a non-negative number of seconds")
+    return v
+
+
+def _clock_skew(v: float) -> float:
+    if not (0.0 <= v <= MAX_CLOCK_SKEW_S) or math.isnan(v):
+        raise ValueError(f"is outside [0, {MAX_CLOCK_SKEW_S:g}] seconds")
+    return v
+
+
+def _non_empty(v: str) -> str:
+    if not v.strip():
+        raise ValueError("must not be empty")
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class _JsonBounds:
+    """The range an AfterValidator checks, also stated in the JSON schema: Helm's values
+    schema is generated from these models, and without it an install would accept
+    ``thresholds.act: 1.5`` that the controller then refuses at start-up. The
+    validators keep the messages (``is outside [0, 1]``)."""
+
+    bounds: tuple[tuple[str, Any], ...]
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = handler(schema)
+        return {**dict(self.bounds), **out}
+
+
+def _bounds(**kw: Any) -> _JsonBounds:
+    return _JsonBounds(tuple(kw.items()))
+
+
+# Strict: a YAML string ("3", "yes") is refused where a number or a boolean belongs.
+# Strict floats still take ints (``belowForS: 600``).
+Int = Annotated[int, Strict()]
+Bool = Annotated[bool, Strict()]
+UnitInterval = Annotated[
+    float, Strict(), AfterValidator(_unit_interval), _bounds(minimum=0, maximum=1)
+]
+Percent = Annotated[float, Strict(), AfterValidator(_percent), _bounds(minimum=0, maximum=100)]
+PositiveSeconds = Annotated[
+    float, Strict(), AfterValidator(_positive_seconds), _bounds(exclusiveMinimum=0)
+]
+Seconds = Annotated[float, Strict(), AfterValidator(_non_negative_seconds), _bounds(minimum=0)]
+ClockSkewSeconds = Annotated[
+    float, Strict(), AfterValidator(_clock_skew), _bounds(minimum=0, maximum=MAX_CLOCK_SKEW_S)
+]
+Name = Annotated[str, AfterValidator(_non_empty), _bounds(pattern=r"\S")]
+
+
+class PolicyModel(BaseModel):
+    """Base of every policy model: camelCase keys, frozen, unknown keys refused, field
+    docstrings as descriptions (the generated reference and JSON Schema use them)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )

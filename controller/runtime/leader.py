@@ -5,7 +5,8 @@ reads and writes the Lease with optimistic concurrency: every write carries the
 resourceVersion it read, so of two replicas racing for an expired lease exactly one wins
 (the other gets 409 and stays a follower). A leader that cannot renew before its lease
 runs out stops acting *before* another replica may take over: it gives up at
-``renew_deadline_s`` < ``lease_duration_s``.
+``renew_deadline_s`` < ``lease_duration_s``. Every Lease request carries a timeout, so a
+round against a server that never answers ends, and so does a stop that waits for it.
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ def _fmt_time(value: datetime | None) -> str | None:
 class LeaseElector:
     """Holds a Lease for one identity; calls back on gaining and losing leadership.
 
-    ``api`` is a ``kubernetes.client.CoordinationV1Api``. Runs in its own daemon thread so
-    the operator's event loop is never blocked by API latency.
+    ``api`` is a ``kubernetes.client.CoordinationV1Api``; give it a client without
+    urllib3 retries, or one request may last several ``request_timeout_s``. Runs in its own
+    daemon thread so the operator's event loop is never blocked by API latency.
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class LeaseElector:
         lease_duration_s: int = 15,
         renew_deadline_s: float = 10.0,
         retry_period_s: float = 2.0,
+        request_timeout_s: float = 2.0,
         on_started_leading: Callable[[], None] = lambda: None,
         on_stopped_leading: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -90,6 +93,12 @@ class LeaseElector:
                 "leader election needs 0 < retryPeriod < renewDeadline < leaseDuration, got "
                 f"{retry_period_s} / {renew_deadline_s} / {lease_duration_s}"
             )
+        if not 0 < 2 * request_timeout_s < renew_deadline_s:
+            # A round is a read and a write: it must end well before the renew deadline.
+            raise ValueError(
+                "leader election needs 0 < 2 * requestTimeout < renewDeadline, got "
+                f"{request_timeout_s} / {renew_deadline_s}"
+            )
         self._api = api
         self.namespace = namespace
         self.name = name
@@ -97,6 +106,7 @@ class LeaseElector:
         self.lease_duration_s = lease_duration_s
         self.renew_deadline_s = renew_deadline_s
         self.retry_period_s = retry_period_s
+        self.request_timeout_s = request_timeout_s
         self._on_started = on_started_leading
         self._on_stopped = on_stopped_leading
         self._clock = clock
@@ -113,20 +123,31 @@ class LeaseElector:
         self._thread.start()
 
     def stop(self, release: bool = True) -> None:
+        """Stop electing; give the lease back when held and ``release`` (the caller knows
+        that nothing the lease guards is still running). Bounded by a round and a
+        release, each two requests of at most ``request_timeout_s``."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self.lease_duration_s)
-        if release and self._leading.is_set():
+            self._thread.join(timeout=2 * self.request_timeout_s + self.retry_period_s)
+        if not self._leading.is_set():
+            return
+        if release:
             self._release()
-        self._set_leading(False)
+        self._leading.clear()
+        logger.info("leadership given up", extra={"lease": self.name, "released": release})
+        self._on_stopped()
 
-    def try_acquire_or_renew(self) -> bool:
-        """One round: read, decide, write. True when we hold the lease afterwards."""
+    def try_acquire_or_renew(self, now: datetime | None = None) -> bool:
+        """One round: read, decide, write. True when we hold the lease afterwards.
+        ``now`` is the renewTime written (the clock's time when not given)."""
         from kubernetes.client.exceptions import ApiException
 
-        now = self._clock()
+        now = now or self._clock()
+        timeout = self.request_timeout_s
         try:
-            lease = self._api.read_namespaced_lease(self.name, self.namespace)
+            lease = self._api.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=timeout
+            )
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -138,9 +159,11 @@ class LeaseElector:
         body = self._body(wanted)
         try:
             if lease is None:
-                self._api.create_namespaced_lease(self.namespace, body)
+                self._api.create_namespaced_lease(self.namespace, body, _request_timeout=timeout)
             else:
-                self._api.replace_namespaced_lease(self.name, self.namespace, body)
+                self._api.replace_namespaced_lease(
+                    self.name, self.namespace, body, _request_timeout=timeout
+                )
         except ApiException as e:
             if e.status == 409:  # another replica wrote first: it holds the lease
                 return False
@@ -152,14 +175,16 @@ class LeaseElector:
     def _run(self) -> None:
         last_renew: datetime | None = None
         while not self._stop.is_set():
+            started = self._clock()
             try:
-                held: bool | None = self.try_acquire_or_renew()
+                held: bool | None = self.try_acquire_or_renew(started)
             except Exception:
                 logger.warning("lease round failed", exc_info=True, extra={"lease": self.name})
                 held = None  # unknown: keep leading until the renew deadline
             now = self._clock()
             if held:
-                last_renew = now
+                # The deadline counts from the renewTime written, not from the answer.
+                last_renew = started
                 self._set_leading(True)
             elif held is False or (
                 last_renew is not None
@@ -173,6 +198,8 @@ class LeaseElector:
     def _set_leading(self, leading: bool) -> None:
         if leading and not self._leading.is_set():
             self._leading.set()
+            if self._stop.is_set():
+                return  # won while stopping: held only so that stop() gives it back
             logger.info("became leader", extra={"lease": self.name, "identity": self.identity})
             self._on_started()
         elif not leading and self._leading.is_set():
@@ -181,18 +208,23 @@ class LeaseElector:
             self._on_stopped()
 
     def _release(self) -> None:
-        from kubernetes.client.exceptions import ApiException
-
+        timeout = self.request_timeout_s
         try:
-            lease = self._api.read_namespaced_lease(self.name, self.namespace)
+            lease = self._api.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=timeout
+            )
             rec = self._record(lease)
             if rec.holder != self.identity:
                 return
             # An expired-looking record lets a successor take over at once.
             released = replace(rec, holder=None, renew_time=None)
-            self._api.replace_namespaced_lease(self.name, self.namespace, self._body(released))
-        except ApiException:
-            logger.info("lease release skipped", extra={"lease": self.name})
+            self._api.replace_namespaced_lease(
+                self.name, self.namespace, self._body(released), _request_timeout=timeout
+            )
+        except Exception:  # an API error, a timeout, a refused connection: it expires anyway
+            logger.info("lease release skipped", exc_info=True, extra={"lease": self.name})
+            return
+        logger.info("lease released", extra={"lease": self.name})
 
     @staticmethod
     def _record(lease: Any) -> LeaseRecord:

@@ -5,7 +5,8 @@ job it concerns. One worker drains the queue in due order and runs the level-bas
 ``Reconciler.reconcile_job`` in a thread; the answer's ``recheck_at`` (ladder timeouts,
 warm-ups, cooldowns, budget backoffs) re-enqueues the job, and a resync timer catches
 anything a dropped watch event missed. Only the Lease holder runs Kopf at all, and the
-reconciler checks leadership again before every write.
+reconciler checks leadership again before every write. How it stops (signals, bounds,
+giving the Lease back) is in ``shutdown.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pacekeeper.controller.core.policy import Mode, PolicyDocument
 from pacekeeper.controller.runtime.leader import LeaseElector
 from pacekeeper.controller.runtime.metrics import ControllerMetrics
 from pacekeeper.controller.runtime.reconcile import RETRY_SOON_S, Reconciler
+from pacekeeper.controller.runtime.shutdown import RECONCILE_DRAIN_S, BlockingCalls, StopRequest
 from pacekeeper.controller.sources.kubernetes import (
     DETECT_ANNOTATION,
     JOB_NAME_LABELS,
@@ -119,9 +121,16 @@ def connection_info(api_client: Any) -> Any:
     )
 
 
-def build_registry(reconciler: Reconciler, config: OperatorConfig, api_client: Any) -> Any:
+def build_registry(
+    reconciler: Reconciler,
+    config: OperatorConfig,
+    api_client: Any,
+    calls: BlockingCalls | None = None,
+) -> Any:
     """A private Kopf registry (no global handlers, so tests can run several)."""
     import kopf
+
+    calls = calls or BlockingCalls()
 
     registry = kopf.OperatorRegistry()
     state: dict[str, Any] = {}
@@ -142,16 +151,19 @@ def build_registry(reconciler: Reconciler, config: OperatorConfig, api_client: A
         settings.persistence.finalizer = "pacekeeper.dev/unused-finalizer"
         settings.watching.server_timeout = 60
         settings.watching.client_timeout = 70
+        # Kopf's other requests would wait 5 minutes for a server that does not answer.
+        settings.networking.request_timeout = 30
+        settings.networking.connect_timeout = 10
         loop = asyncio.get_running_loop()
         state["queue"] = WorkQueue(loop.time)
         if reconciler.cache is not None and not reconciler.cache.primed:
             src = reconciler.source
-            pods = await asyncio.to_thread(src.list_all_pods)
-            nodes = await asyncio.to_thread(src.list_nodes)
+            pods = await calls.run(src.list_all_pods)
+            nodes = await calls.run(src.list_nodes)
             opted = [p for p in pods if DETECT_ANNOTATION in _annotations_of(p)]
             reconciler.cache.prime(opted, nodes)
-        state["worker"] = asyncio.create_task(_worker(reconciler, queue(), config))
-        state["resync"] = asyncio.create_task(_resync(reconciler, queue(), config))
+        state["worker"] = asyncio.create_task(_worker(reconciler, queue(), config, calls))
+        state["resync"] = asyncio.create_task(_resync(reconciler, queue(), config, calls))
 
     @kopf.on.cleanup(registry=registry)
     async def _cleanup(**_: Any) -> None:
@@ -216,11 +228,13 @@ def _trigger_signature(body: Any) -> tuple[Any, ...]:
     )
 
 
-async def _worker(reconciler: Reconciler, queue: WorkQueue, config: OperatorConfig) -> None:
+async def _worker(
+    reconciler: Reconciler, queue: WorkQueue, config: OperatorConfig, calls: BlockingCalls
+) -> None:
     while True:
         key = await queue.next()
         try:
-            result = await asyncio.to_thread(reconciler.reconcile_job, key)
+            result = await calls.run(reconciler.reconcile_job, key, guarded=True)
         except Exception:
             logger.exception("reconcile failed", extra={"job": key})
             queue.add(key, RETRY_SOON_S)
@@ -231,10 +245,12 @@ async def _worker(reconciler: Reconciler, queue: WorkQueue, config: OperatorConf
         queue.add(key, max(0.0, delay))
 
 
-async def _resync(reconciler: Reconciler, queue: WorkQueue, config: OperatorConfig) -> None:
+async def _resync(
+    reconciler: Reconciler, queue: WorkQueue, config: OperatorConfig, calls: BlockingCalls
+) -> None:
     while True:
         try:
-            keys = await asyncio.to_thread(reconciler.known_jobs)
+            keys = await calls.run(reconciler.known_jobs)
             for key in keys:
                 queue.add(key, config.resync_s)
         except Exception:
@@ -250,17 +266,19 @@ def run(
     stop_flag: threading.Event | None = None,
     ready_flag: threading.Event | None = None,
     metrics: ControllerMetrics | None = None,
+    stop: StopRequest | None = None,
 ) -> int:
-    """Run until stopped or leadership is lost; returns the process exit code."""
-    import kopf
-
+    """Run until stopped or leadership is lost; returns the process exit code: 0 after a
+    stop (``stop``, or ``stop_flag`` set), 1 when the Lease was lost."""
     metrics = metrics or ControllerMetrics()
     if config.metrics_port:
         metrics.serve(config.metrics_port)
-    stop = stop_flag or threading.Event()
+    stop = stop or StopRequest(stop_flag)
+    calls = BlockingCalls()
     leading = threading.Event()
     lost = threading.Event()
     elector: LeaseElector | None = None
+    lease_client: Any = None
     if config.leader_election:
         from kubernetes import client
 
@@ -270,11 +288,14 @@ def run(
 
         def stopped() -> None:
             metrics.leader.set(0)
-            lost.set()
-            stop.set()  # never act without the lease: stop Kopf; the pod restarts us
+            if not stop.is_set():  # a loss, not our own goodbye
+                lost.set()
+                # Never act without the lease: stop Kopf; the pod restarts us.
+                stop.request("lost leadership")
 
+        lease_client = lease_api_client(api_client)
         elector = LeaseElector(
-            client.CoordinationV1Api(api_client),
+            client.CoordinationV1Api(lease_client),
             namespace=config.namespace,
             name=config.lease_name,
             identity=config.identity,
@@ -283,10 +304,9 @@ def run(
         )
         elector.start()
         logger.info("waiting for leadership", extra={"lease": config.lease_name})
-        while not leading.wait(0.5):
+        while not leading.wait(0.2):
             if stop.is_set():
-                elector.stop()
-                return 0
+                return _wind_down(elector, lease_client, calls, stop, lost)
     else:
         metrics.leader.set(1)
 
@@ -297,33 +317,95 @@ def run(
         owner=config.owner,
         instance=config.identity,
         metrics=metrics,
-        is_leader=_leader_check(elector),
+        is_leader=_leader_check(elector, stop),
         cache=WorldCache(),
     )
-    registry = build_registry(reconciler, config, api_client)
+    registry = build_registry(reconciler, config, api_client, calls)
     logger.info(
         "operator starting",
         extra={"mode": policies.mode.value, "identity": config.identity,
                "leaderElection": config.leader_election},
     )  # fmt: skip
+    for warning in policies.warnings():  # risks the document accepted (acknowledgeUnsafe)
+        logger.warning("policy accepts an unsafe setting", extra={"warning": warning})
     try:
-        kopf.run(
+        _run_kopf(registry, stop, ready_flag)
+    finally:
+        code = _wind_down(elector, lease_client, calls, stop, lost)
+    return code
+
+
+def _run_kopf(registry: Any, stop: StopRequest, ready_flag: threading.Event | None) -> None:
+    """``kopf.run``, spelled out as Kopf's own ``spawn_tasks`` + ``run_tasks`` so that our
+    signal handlers replace the ones Kopf adds to its loop."""
+    import kopf
+
+    async def operate() -> None:
+        before = frozenset(asyncio.all_tasks())
+        tasks = await kopf.spawn_tasks(
             registry=registry,
             clusterwide=True,
             standalone=True,  # our Lease election replaces Kopf's peering
-            stop_flag=stop,
+            stop_flag=stop.flag,
             ready_flag=ready_flag,
         )
+        stop.take_over_loop_signals(asyncio.get_running_loop())
+        try:
+            await kopf.run_tasks(tasks, ignored=before)
+        finally:
+            # Kopf waits for the flag in a default-executor thread, which asyncio.run
+            # joins on its way out: raise it however Kopf ended.
+            stop.request("operator exited")
+
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            asyncio.run(operate())
     finally:
-        if elector is not None:
-            elector.stop(release=not lost.is_set())
+        stop.restore_signal_handlers()
+
+
+def _wind_down(
+    elector: LeaseElector | None,
+    lease_client: Any,
+    calls: BlockingCalls,
+    stop: StopRequest,
+    lost: threading.Event,
+) -> int:
+    """Let a reconcile in flight finish (a while), then give the Lease back. A reconcile
+    still running keeps the Lease until it expires: a successor must not act beside it."""
+    stop.request("operator exited")
+    idle = calls.wait_guarded(stop.left_s(RECONCILE_DRAIN_S))
+    if not idle:
+        logger.warning(
+            "reconcile still running at stop: lease left to expire",
+            extra={"drain_s": RECONCILE_DRAIN_S},
+        )
+    if elector is not None:
+        elector.stop(release=idle and not lost.is_set())
+        lease_client.close()
+    logger.info(
+        "operator stopped", extra={"reason": stop.reason, "stop_s": round(stop.elapsed_s(), 3)}
+    )
     return 1 if lost.is_set() else 0
 
 
-def _leader_check(elector: LeaseElector | None) -> Callable[[], bool]:
+def lease_api_client(api_client: Any) -> Any:
+    """The elector's own client: the same credentials, no urllib3 retries. With retries, a
+    Lease request to a server that never answers lasts four timeouts, not one."""
+    import copy
+
+    from kubernetes import client
+
+    configuration = copy.deepcopy(api_client.configuration)
+    configuration.retries = False
+    return client.ApiClient(configuration)
+
+
+def _leader_check(elector: LeaseElector | None, stop: StopRequest) -> Callable[[], bool]:
+    # Once a stop is asked for, no reconcile starts writing.
     if elector is None:
-        return lambda: True
-    return lambda: elector.is_leader
+        return lambda: not stop.is_set()
+    return lambda: elector.is_leader and not stop.is_set()
 
 
 def default_identity() -> str:

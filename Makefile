@@ -23,10 +23,19 @@ venv: $(STAMP)
 demo: venv
 	$(PY) examples/demo.py
 
+# mypy must see the three folders under the names they install as: run on the folders
+# themselves, every `pacekeeper.*` import resolves to nothing and goes unchecked.
+TYPECHECK := build/typecheck
+
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy cupti_ext detector controller examples
+	mkdir -p $(TYPECHECK)/pacekeeper
+	for p in detector cupti_ext controller; do ln -sfn ../../../$$p $(TYPECHECK)/pacekeeper/$$p; done
+	cd $(TYPECHECK) && ../../$(PY) -m mypy --config-file ../../pyproject.toml \
+		-p pacekeeper.detector -p pacekeeper.cupti_ext -p pacekeeper.controller
+	cd $(TYPECHECK) && MYPYPATH=. ../../$(PY) -m mypy --config-file ../../pyproject.toml \
+		../../examples/demo.py ../../examples/demo_ranks.py ../../examples/ray_train_example.py
 
 test: venv lint
 	$(PY) -m pytest

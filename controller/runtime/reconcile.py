@@ -348,7 +348,7 @@ class Reconciler:
             return
         except GiveUp as e:
             self.metrics.actions.labels(d.action.value, "failed").inc()
-            answer = {"failure": e.reason, "detail": e.detail[:500]}
+            answer: dict[str, Any] = {"failure": e.reason, "detail": e.detail[:500]}
             if e.http_status is not None:
                 answer["httpStatus"] = e.http_status
             if e.server_message:
@@ -457,11 +457,13 @@ class Reconciler:
             if found.pod.name in done_pods:
                 continue  # several slow ranks in one pod: one restart
             done_pods.add(found.pod.name)
-            r = self.actuators.pods.restart_rank(
+            restarted = self.actuators.pods.restart_rank(
                 found.pod, prov, rank=rank, attempt=int(d.evidence.get("attempt", 0)),
                 related=self._report_ref(obj),
             )  # fmt: skip
-            out.append(f"{d.action.value} {r.target} {r.outcome.value}")
+            out.append(
+                f"{ActionKind.RESTART_RANK.value} {restarted.target} {restarted.outcome.value}"
+            )
         return out
 
     @staticmethod

@@ -60,12 +60,12 @@ def heatmap(
     if truth.start_s is not None:
         ax.axvline(truth.start_s / 60.0, color="cyan", linestyle="--", linewidth=1)
     for f in rec.ours:
-        y = (f.id if f.kind is SubjectKind.RANK else f.id * rec.gpus_per_node) // group
+        row: float = (f.id if f.kind is SubjectKind.RANK else f.id * rec.gpus_per_node) // group
         if f.kind is SubjectKind.NODE and not per_node:
-            y += (rec.gpus_per_node - 1) / 2
+            row += (rec.gpus_per_node - 1) / 2
         ax.plot(
             f.time_s / 60.0,
-            y,
+            row,
             marker="x" if f.disruptive else ".",
             color="lime" if f.disruptive else "deepskyblue",
             markersize=8 if f.disruptive else 4,

@@ -14,6 +14,7 @@ _TIERS = {
     "k8s": "k8s",
     "chart": "chart",
     "gpu": "gpu",
+    "realserver": "realserver",
 }
 
 # Local Ray must stay on loopback, and token auth breaks the CLI here.

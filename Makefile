@@ -9,7 +9,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S ?= 2
 export RAY_USAGE_STATS_ENABLED ?= 0
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv demo test lint bench clean realserver
 
 $(STAMP): pyproject.toml constraints.txt setup.py cupti_ext/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,12 @@ lint: venv
 	cd $(TYPECHECK) && MYPYPATH=. ../../$(PY) -m mypy --config-file ../../pyproject.toml \
 		../../examples/demo.py ../../examples/demo_ranks.py ../../examples/ray_train_example.py
 
-test: venv lint
+# The real-server tier's kube-apiserver, kube-controller-manager and etcd: built from
+# Debian's packages (about 5 minutes on a fresh machine, needs root for apt), cached after.
+realserver:
+	bash tests/realserver/build.sh
+
+test: venv lint realserver
 	$(PY) -m pytest
 
 bench: venv

@@ -77,9 +77,22 @@ def demo_policy() -> PolicyDocument:
 def _controller_loop(
     stop: threading.Event, interval_s: float, decisions: list[Decision], errors: list[str]
 ) -> None:
-    from pacekeeper.controller.sources.ray_scoreboard import RayRunner
+    import secrets
 
-    runner = RayRunner(demo_policy())
+    from pacekeeper.controller.sources.ray_scoreboard import (
+        KvStateStore,
+        RayRunner,
+        ScoreBoardSource,
+    )
+
+    # The demo's ranks are plain processes, not Ray actors, so Ray cannot place them:
+    # this dry-run runner believes the reports' placements (never allowed in enforce
+    # mode) and signs its state with a throwaway key.
+    runner = RayRunner(
+        demo_policy(),
+        source=ScoreBoardSource(verify_placement=False),
+        store=KvStateStore(signing_key=secrets.token_bytes(32)),
+    )
     while not stop.is_set():
         try:
             decisions.extend(runner.run_once().decisions)
@@ -88,14 +101,20 @@ def _controller_loop(
         stop.wait(interval_s)
 
 
-def _board_reports(job_key: str) -> list[Any]:
+def _board_reports(job_name: str) -> tuple[str, list[Any]]:
+    """(job key, reports) of the job named ``job_name``: rank 0 joined Ray to publish, so
+    its reports are filed under the Ray job it joined as (``ray:<id>``)."""
     import ray
 
     from pacekeeper.detector.reporters.ray_scoreboard import get_scoreboard
     from pacekeeper.detector.score_report import ScoreReport
 
     board = get_scoreboard(create=False)
-    return [ScoreReport.from_wire(w) for w in ray.get(board.window.remote(job_key, n=10_000))]
+    for head in ray.get(board.jobs.remote()):
+        wires = ray.get(board.window.remote(head["job"], n=10_000))
+        if wires and wires[-1]["job"]["name"] == job_name:
+            return str(head["job"]), [ScoreReport.from_wire(w) for w in wires]
+    return "", []
 
 
 def _heatmap(reports: list[Any], decisions: list[Decision], config: E2EConfig) -> Path:
@@ -211,7 +230,7 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
         time.sleep(2 * config.controller_interval_s)  # let the controller see the last one
         stop.set()
         controller.join(10)
-        reports = _board_reports(f"local:{JOB_NAME}")
+        job_key, reports = _board_reports(JOB_NAME)
         path = _heatmap(reports, decisions, config) if reports else None
     finally:
         stop.set()
@@ -232,7 +251,7 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
         s.rank for ids in final.identify_stragglers()["straggler_sections_relative"].values()
         for s in ids
     }  # fmt: skip
-    console.print(f"ScoreBoard: {len(reports)} reports from job [bold]local:{JOB_NAME}[/]")
+    console.print(f"ScoreBoard: {len(reports)} reports from job [bold]{job_key}[/] ({JOB_NAME})")
     from pacekeeper.controller.simulation.runner import replay
 
     live = [d for d in decisions if d.action is not None]

@@ -1,30 +1,36 @@
 """The Ray transport: a named, detached ``ScoreBoard`` actor and the sink that feeds it.
 
-One board per Ray cluster, in namespace ``pacekeeper``, created on demand by the first
-reporter (``get_if_exists``) with ``num_cpus=0`` so it never takes a training slot.
-It restarts itself when its process dies (``max_restarts=-1``) and reloads its history
-from the GCS key-value store, where every accepted report is written through (one key
-per stored report, so a write costs one report, not a whole history). A reporter whose
-call fails drops its handle and resolves the name again on the next retry, which also
-re-creates a board that was killed for good.
+One board per Ray cluster, in namespace ``pacekeeper``, created on demand (``get_if_exists``)
+by the Ray-side controller or else the first reporter, with ``num_cpus=0`` so it never
+takes a training slot. It restarts itself when its process dies (``max_restarts=-1``)
+and reloads its history from the GCS key-value store, signed (``board_store.py``).
+
+A job writes only its own reports: the sink registers a ``JobBadge`` actor of its job
+(``ray_badge.py``), the board checks with Ray's actor table which job that is, and the
+token it returns must come with every publish of that job's reports
+(``publish_tokens.py``). A sink whose call fails drops its handle and resolves the name
+again on the next retry, which also re-creates a board that was killed for good; a
+board that lost its tokens (restarted) makes the sink register again.
 
 Ray is imported inside functions: ``pacekeeper.detector`` must import without it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import secrets
 import time
 from typing import Any
 
-from ..score_report import ReportRejected, ScoreReport
+from ..score_report import JobIdentity, Platform, ReportRejected, ScoreReport
+from .board_store import BoardStore
+from .publish_tokens import PublishRefused, UnknownToken
+from .ray_badge import badge_job, create_badge, ray_job_key
 from .scoreboard import (
     DEFAULT_MAX_HISTORY,
     DEFAULT_MAX_JOB_BYTES,
     DEFAULT_MAX_JOBS,
     DEFAULT_MAX_PAYLOAD_BYTES,
-    Entry,
     ScoreBoardCore,
 )
 
@@ -32,8 +38,8 @@ logger = logging.getLogger(__name__)
 
 SCOREBOARD_NAME = "ScoreBoard"
 SCOREBOARD_NAMESPACE = "pacekeeper"
-_KV_NAMESPACE = "pacekeeper"
 DEFAULT_STORE_PREFIX = "scoreboard/"
+BADGE_START_TIMEOUT_S = 60.0
 
 
 class ScoreBoard:
@@ -49,6 +55,7 @@ class ScoreBoard:
         max_job_bytes: int = DEFAULT_MAX_JOB_BYTES,
         persist: bool = True,
         store_prefix: str = DEFAULT_STORE_PREFIX,
+        store_key: str | None = None,
     ) -> None:
         self._core = ScoreBoardCore(
             max_history=max_history,
@@ -57,73 +64,83 @@ class ScoreBoard:
             max_job_bytes=max_job_bytes,
         )
         self._persist = persist
-        self._prefix = store_prefix
+        if persist and store_key is None:
+            logger.warning(
+                "scoreboard has no store_key: what it stores now cannot be restored after "
+                "a restart (get_scoreboard passes one)",
+                extra={"prefix": store_prefix},
+            )
+        key = bytes.fromhex(store_key) if store_key is not None else secrets.token_bytes(32)
+        self._store = BoardStore(store_prefix, key)
         """Keys of this board in the GCS store; another board (a benchmark's) uses another."""
-        self._restored = self._restore() if persist else 0
+        self._restored = 0
+        self._restore_refused = 0
+        if persist:
+            self._restore()
 
     # --- writes -----------------------------------------------------------------
+
+    def register(self, job: str, badge: Any) -> dict[str, str]:
+        """Registers the calling job's publisher: ``badge`` is a live ``JobBadge`` actor
+        of ``job`` (Ray's actor table must say so). Returns ``{"job", "token"}``; the token
+        replaces the job's previous one. Raises ``PublishRefused`` naming why not."""
+        try:
+            derived, badge_id = badge_job(badge)
+            if derived != job:
+                raise PublishRefused(
+                    f"registration for {job!r} with an actor of {derived!r}: "
+                    "a job registers only itself"
+                )
+        except PublishRefused as e:
+            self._core.counters["registration_refused"] += 1
+            logger.warning("publisher registration refused", extra={"job": job, "error": str(e)})
+            raise
+        token = self._core.register(job, badge_id, now=time.time())
+        logger.info("publisher registered", extra={"job": job, "badge": badge_id})
+        return {"job": job, "token": token}
 
     def publish(
         self,
         report: str | bytes | dict[str, Any],
-        job: str | None = None,
+        token: str | None = None,
         incarnation: str | None = None,
     ) -> dict[str, Any]:
-        """Store one report (JSON text or wire dict). Raises ``ReportRejected`` naming the
-        field for bad input; returns ``{"outcome", "job", "counter"}``."""
-        result = self._core.publish(report, job=job, incarnation=incarnation, now=time.time())
+        """Store one report (JSON text or wire dict) of the job whose current ``token``
+        this is. Raises ``PublishRefused`` (``UnknownToken``: register again) for the
+        wrong sender, ``ReportRejected`` naming the field for bad input; returns
+        ``{"outcome", "job", "counter"}``."""
+        result = self._core.publish(report, token=token, incarnation=incarnation, now=time.time())
         if self._persist:
             for gone in result.evicted_jobs:
-                _kv().del_(self._job_prefix(gone), del_by_prefix=True)
+                self._store.evict(gone)
             if result.entry is not None:
-                self._write_through(result.entry, result.dropped)
+                meta = {
+                    "incarnation": result.entry.incarnation,
+                    "past": self._core.past_incarnations(result.entry.job),
+                }
+                self._store.write(result.entry, result.dropped, meta)
         return result.to_dict()
 
-    def _write_through(self, entry: Entry, dropped: tuple[Entry, ...] = ()) -> None:
-        # One key per entry counter: deleting what the bounds pushed out keeps the store
-        # exactly as large as the history in memory.
-        prefix = self._job_prefix(entry.job)
-        kv = _kv()
-        for gone in dropped:
-            kv.del_(f"{prefix}entry/{gone.counter}")
-        kv.put(f"{prefix}entry/{entry.counter}", entry.to_json())
-        meta = {"incarnation": entry.incarnation, "past": self._core.past_incarnations(entry.job)}
-        kv.put(f"{prefix}meta", json.dumps(meta))
-
-    def _restore(self) -> int:
-        kv = _kv()
-        by_job: dict[str, list[Entry]] = {}
-        metas: dict[str, dict[str, Any]] = {}
-        for raw in kv.list(self._prefix):
-            key = raw.decode()
-            job, _, rest = key[len(self._prefix) :].partition("\x00")
-            value = kv.get(key)
-            if value is None:
-                continue
-            try:
-                if rest == "meta":
-                    metas[job] = json.loads(value)
-                elif rest.startswith("entry/"):
-                    by_job.setdefault(job, []).append(Entry.from_json(value))
-            except (ValueError, KeyError, TypeError):
-                logger.warning("scoreboard skipped unreadable stored entry", extra={"key": key})
-        for job, entries in by_job.items():
-            meta = metas.get(job, {})
+    def _restore(self) -> None:
+        loaded = self._store.load()
+        for job, entries in loaded.entries.items():
+            meta = loaded.metas.get(job, {})
             dropped = self._core.restore(
                 entries, meta.get("incarnation"), list(meta.get("past", []))
             )
             for gone in dropped:
-                kv.del_(f"{self._job_prefix(job)}entry/{gone.counter}")
-        if by_job:
-            logger.info("scoreboard restored history", extra={"jobs": len(by_job)})
-        return len(by_job)
-
-    def _job_prefix(self, job: str) -> str:
-        return f"{self._prefix}{job}\x00"  # NUL ends the key: job keys never contain it
+                self._store.drop(job, gone.counter)
+        self._restored = len(loaded.entries)
+        self._restore_refused = loaded.refused
+        if loaded.entries or loaded.refused:
+            logger.info(
+                "scoreboard restored history",
+                extra={"jobs": len(loaded.entries), "refused": loaded.refused},
+            )
 
     def stored_keys(self) -> int:
         """Keys this board holds in the GCS store (to check the store stays bounded)."""
-        return len(_kv().list(self._prefix)) if self._persist else 0
+        return self._store.count() if self._persist else 0
 
     # --- reads ------------------------------------------------------------------
 
@@ -142,44 +159,25 @@ class ScoreBoard:
         return self._core.jobs()
 
     def stats(self) -> dict[str, int]:
-        return dict(self._core.counters) | {"restored_jobs": self._restored}
+        return dict(self._core.counters) | {
+            "restored_jobs": self._restored,
+            "restore_refused": self._restore_refused,
+            "registered_jobs": len(self._core.tokens),
+        }
 
     def ping(self) -> bool:
         return True
 
 
-class _Kv:
-    """The GCS key-value store under pacekeeper's namespace."""
-
-    def __init__(self) -> None:
-        from ray.experimental import internal_kv
-
-        self._kv = internal_kv
-
-    def put(self, key: str, value: str) -> None:
-        self._kv._internal_kv_put(key, value, overwrite=True, namespace=_KV_NAMESPACE)
-
-    def get(self, key: str) -> bytes | None:
-        return self._kv._internal_kv_get(key, namespace=_KV_NAMESPACE)
-
-    def list(self, prefix: str) -> list[bytes]:
-        return self._kv._internal_kv_list(prefix, namespace=_KV_NAMESPACE)
-
-    def del_(self, key: str, *, del_by_prefix: bool = False) -> None:
-        self._kv._internal_kv_del(key, del_by_prefix=del_by_prefix, namespace=_KV_NAMESPACE)
-
-
-def _kv() -> _Kv:
-    return _Kv()
-
-
 def get_scoreboard(*, create: bool = True, **board_options: Any) -> Any:
     """The board's actor handle; with ``create`` it is made when missing. Needs
-    ``ray.init`` first. ``board_options`` only apply when this call creates it."""
+    ``ray.init`` first. ``board_options`` only apply when this call creates it; the
+    store key is new for each call, so only the creating call's is ever used."""
     import ray
 
     if not create:
         return ray.get_actor(SCOREBOARD_NAME, namespace=SCOREBOARD_NAMESPACE)
+    board_options.setdefault("store_key", secrets.token_hex(32))
     actor_cls = ray.remote(ScoreBoard)
     return actor_cls.options(
         name=SCOREBOARD_NAME,
@@ -194,7 +192,11 @@ def get_scoreboard(*, create: bool = True, **board_options: Any) -> Any:
 
 class RayScoreBoardSink:
     """Publisher sink: sends each report to the ScoreBoard, re-resolving the actor after
-    any failure. Bound to one job key: a report for another job is refused locally."""
+    any failure. Bound to one job key: a report for another job is refused locally.
+
+    Reports are filed under the Ray job of this process, the one its badge proves: a
+    process that joined Ray only to publish (torchrun ranks on a Ray node) has a Ray job
+    of its own, and its reports' ``job`` becomes ``ray:<that job id>`` (the name is kept)."""
 
     name = "ray"
 
@@ -211,12 +213,14 @@ class RayScoreBoardSink:
         self.address = address
         self.timeout_s = timeout_s
         self._handle: Any = None
+        self._badge: Any = None
+        self._token: str | None = None
+        self._ray_job: str | None = None
         # Import now, at initialize, not on the publisher thread (see kubernetes.py).
         import ray  # noqa: F401
 
     def send(self, report: ScoreReport) -> None:
         import ray
-        from ray.exceptions import RayTaskError
 
         if self.job is None:
             self.job = report.job.key
@@ -235,23 +239,78 @@ class RayScoreBoardSink:
                 # install its SIGTERM handler there, which is expected and harmless.
                 logging_level=logging.ERROR,
             )
+        text = self._filed(report).to_json()
         if self._handle is None:
             self._handle = get_scoreboard()
         try:
-            ray.get(
-                self._handle.publish.remote(report.to_json(), self.job, self.incarnation),
-                timeout=self.timeout_s,
-            )
-        except RayTaskError as e:
-            cause = getattr(e, "cause", None)
-            if isinstance(cause, ReportRejected) or isinstance(e, ReportRejected):
-                raise ReportRejected(str(cause or e)) from e
-            self._handle = None
+            try:
+                self._publish(text)
+            except UnknownToken:
+                self._token = None  # the board restarted, or we registered elsewhere
+                self._publish(text)
+        except ReportRejected:
             raise
         except Exception:
             # Dead, restarting or unreachable board: resolve the name again next time.
             self._handle = None
             raise
 
+    def _filed(self, report: ScoreReport) -> ScoreReport:
+        import ray
+
+        if self._ray_job is None:
+            self._ray_job = ray_job_key(ray.get_runtime_context().get_job_id())
+            if report.job.key != self._ray_job:
+                logger.info(
+                    "reports filed under this process's Ray job",
+                    extra={"job": report.job.key, "rayJob": self._ray_job},
+                )
+        if report.job.key == self._ray_job:
+            return report
+        job = JobIdentity(
+            platform=Platform.RAY,
+            namespace=report.job.namespace,
+            name=report.job.name,
+            ray_job_id=self._ray_job.removeprefix("ray:"),
+        )
+        return report.model_copy(update={"job": job})
+
+    def _publish(self, text: str) -> None:
+        if self._token is None:
+            self._token = self._register()
+        self._call(self._handle.publish.remote(text, self._token, self.incarnation))
+
+    def _register(self) -> str:
+        register = getattr(self._handle, "register", None)
+        if register is None:
+            raise ReportRejected(
+                "the ScoreBoard actor is from a pacekeeper without publisher registration: "
+                "replace it once (docs/security.md, Ray)"
+            )
+        if self._badge is not None:
+            try:
+                return str(self._call(register.remote(self._ray_job, self._badge))["token"])
+            except PublishRefused:
+                self._badge = None  # our badge died: a new one, once
+        # A badge is a new worker process: give it longer than one call on a busy node.
+        self._badge = create_badge(max(self.timeout_s, BADGE_START_TIMEOUT_S))
+        return str(self._call(register.remote(self._ray_job, self._badge))["token"])
+
+    def _call(self, ref: Any) -> Any:
+        import ray
+        from ray.exceptions import RayTaskError
+
+        try:
+            return ray.get(ref, timeout=self.timeout_s)
+        except RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, ReportRejected):
+                raise type(cause)(str(cause)) from e  # keeps UnknownToken apart
+            if isinstance(e, ReportRejected):
+                raise ReportRejected(str(e)) from e
+            raise
+
     def close(self) -> None:
         self._handle = None
+        self._badge = None
+        self._token = None

@@ -2,9 +2,13 @@
 
 The Ray actor (``ray_scoreboard.py``) wraps one ``ScoreBoardCore`` and adds persistence.
 Rules:
+- Only a registered job writes, and only its own reports: ``register`` (called once the
+  actor has checked with Ray which job is registering) returns a token, and ``publish``
+  needs the current token of the report's own ``job`` (``publish_tokens.py``). Anything
+  else raises ``PublishRefused``, is counted as ``refused`` and changes nothing.
 - Every report is validated with ``ScoreReport.from_wire``; a payload over
-  ``max_payload_bytes`` is refused before parsing; the envelope's job key must match the
-  report's own ``job``. A refusal raises ``ReportRejected`` and changes nothing.
+  ``max_payload_bytes`` is refused before parsing. A refusal raises ``ReportRejected`` and
+  changes nothing.
 - Delivery is at-least-once (a reporter retries after a timeout whose call may still have
   landed), so a report whose (incarnation, sequence) was already stored is a duplicate:
   acknowledged, not stored twice.
@@ -27,6 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..score_report import ReportRejected, ScoreReport
+from .publish_tokens import PublishRefused, PublishTokens
 
 DEFAULT_MAX_HISTORY = 256
 DEFAULT_MAX_JOBS = 1024
@@ -43,6 +48,8 @@ class Outcome(StrEnum):
     NEW_INCARNATION = "new-incarnation"
     DUPLICATE = "duplicate"
     STALE = "stale"
+    REFUSED = "refused"
+    """Not from the report's own job (no token, another job's, an old one): never stored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,25 +157,40 @@ class ScoreBoardCore:
         self.max_payload_bytes = max_payload_bytes
         self.max_job_bytes = max_job_bytes
         self._jobs: dict[str, _JobHistory] = {}
+        self.tokens = PublishTokens(max_registrations=4 * max_jobs)
         self.counters: dict[str, int] = {o.value: 0 for o in Outcome} | {
             "rejected": 0,
             "evicted_jobs": 0,
+            "registered": 0,
+            "registration_refused": 0,
         }
 
     # --- writes -----------------------------------------------------------------
+
+    def register(self, job: str, badge: str, *, now: float) -> str:
+        """The publishing token of ``job``, which the caller has proved (see the module
+        docstring); replaces the job's previous token."""
+        self.counters["registered"] += 1
+        return self.tokens.register(job, badge, now=now)
 
     def publish(
         self,
         payload: str | bytes | dict[str, Any],
         *,
-        job: str | None,
+        token: object,
         incarnation: str | None,
         now: float,
     ) -> PublishResult:
         try:
-            report, size = self._validate(payload, job)
-        except ReportRejected:
-            self.counters["rejected"] += 1
+            self.tokens.job_of(token)  # before parsing: no token, no work
+            try:
+                report, size = self._validate(payload)
+            except ReportRejected:
+                self.counters["rejected"] += 1
+                raise
+            self.tokens.check(report.job.key, token)
+        except PublishRefused:
+            self.counters[Outcome.REFUSED.value] += 1
             raise
         key = report.job.key
         history = self._jobs.get(key)
@@ -210,9 +232,7 @@ class ScoreBoardCore:
             dropped.append(gone)
         return tuple(dropped)
 
-    def _validate(
-        self, payload: str | bytes | dict[str, Any], job: str | None
-    ) -> tuple[ScoreReport, int]:
+    def _validate(self, payload: str | bytes | dict[str, Any]) -> tuple[ScoreReport, int]:
         if isinstance(payload, dict):
             size = len(json.dumps(payload, separators=(",", ":"), default=str))
         elif isinstance(payload, str | bytes):
@@ -225,13 +245,7 @@ class ScoreBoardCore:
             raise ReportRejected(
                 f"report payload is {size} bytes, ScoreBoard limit is {self.max_payload_bytes}"
             )
-        report = ScoreReport.from_wire(payload)
-        if job is not None and job != report.job.key:
-            raise ReportRejected(
-                f"job identity mismatch: publisher is bound to {job!r}, "
-                f"report.job is {report.job.key!r}"
-            )
-        return report, size
+        return ScoreReport.from_wire(payload), size
 
     @staticmethod
     def _classify(history: _JobHistory, report: ScoreReport, incarnation: str | None) -> Outcome:

@@ -6,6 +6,7 @@ what later tests (the detector's platform detection) see."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -26,3 +27,17 @@ def ray_cluster() -> Iterator[str]:
         yield str(ctx.address_info["gcs_address"])
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def badge(ray_cluster: str) -> Iterator[Any]:
+    """A ``JobBadge`` of this test process's Ray job: what a publisher registers with."""
+    import ray
+
+    from pacekeeper.detector.reporters.ray_badge import create_badge
+
+    handle = create_badge(timeout_s=60)
+    try:
+        yield handle
+    finally:
+        ray.kill(handle)

@@ -1,11 +1,55 @@
-"""Helpers the Ray tests share: a torchrun launcher, a reader in another process."""
+"""Helpers the Ray tests share: a torchrun launcher, a reader in another process, this
+process's job identity and its registration with a board."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+from pacekeeper.detector.score_report import JobIdentity, Platform
+
+
+def driver_job(name: str = "t") -> JobIdentity:
+    """The identity of reports from this process: its own Ray job (the only one it can
+    publish for)."""
+    import ray
+
+    job_id = ray.get_runtime_context().get_job_id()
+    return JobIdentity(platform=Platform.RAY, name=name, ray_job_id=job_id)
+
+
+def register(board: Any, badge: Any) -> str:
+    """The publishing token of this process's job on ``board``."""
+    import ray
+
+    answer = ray.get(board.register.remote(driver_job().key, badge), timeout=60)
+    return str(answer["token"])
+
+
+def reset_named_board() -> None:
+    """Kills the cluster's ScoreBoard for good and deletes what it stored, so a test of
+    the named board starts from an empty one (this process has one job key only)."""
+    import ray
+    from ray.experimental import internal_kv
+
+    from pacekeeper.detector.reporters.ray_scoreboard import get_scoreboard
+
+    with contextlib.suppress(ValueError):  # no board yet
+        ray.kill(get_scoreboard(create=False), no_restart=True)
+    deadline = time.monotonic() + 30
+    while True:  # the name is released once the GCS has the actor dead
+        try:
+            get_scoreboard(create=False)
+        except ValueError:
+            break
+        assert time.monotonic() < deadline, "the killed ScoreBoard kept its name"
+        time.sleep(0.05)
+    internal_kv._internal_kv_del("scoreboard/", del_by_prefix=True, namespace="pacekeeper")
 
 
 def start_torchrun(script: Path, nproc: int, env: dict[str, str]) -> subprocess.Popen[str]:

@@ -9,10 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_helpers import finish, read_latest_in_another_process, start_torchrun
+from ray_helpers import (
+    driver_job,
+    finish,
+    read_latest_in_another_process,
+    register,
+    reset_named_board,
+    start_torchrun,
+)
 
 from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.detector.reporters import Backoff, Publisher
+from pacekeeper.detector.reporters.publish_tokens import PublishRefused
 from pacekeeper.detector.reporters.ray_scoreboard import RayScoreBoardSink, get_scoreboard
 from pacekeeper.detector.score_report import JobIdentity, Platform, ReportRejected, ScoreReport
 
@@ -21,7 +29,21 @@ FAST = Backoff(base_s=0.01, max_s=0.2)
 
 
 def _job() -> JobIdentity:
-    return JobIdentity(platform=Platform.RAY, name="t", ray_job_id=uuid.uuid4().hex[:8])
+    """This process's job: a process publishes for its own Ray job only."""
+    return driver_job()
+
+
+def _key_named(name: str) -> str | None:
+    """The board's key of the job whose reports carry ``name`` (a torchrun job's reports
+    are filed under the Ray job its reporting rank joined as)."""
+    import ray
+
+    board = get_scoreboard()
+    for head in ray.get(board.jobs.remote()):
+        latest = ray.get(board.latest.remote(head["job"]))
+        if latest is not None and latest["job"]["name"] == name:
+            return str(head["job"])
+    return None
 
 
 def _window(job: str) -> list[dict[str, Any]]:
@@ -60,12 +82,12 @@ def test_four_gloo_ranks_report_through_the_board_across_a_board_kill(
     job = start_torchrun(HERE / "gloo_job.py", 4, env)
     try:
         _wait_for(Path(str(pause) + ".reached"), 180)
-        key = f"local:{name}"
         deadline = time.monotonic() + 30
-        while len(_window(key)) < 2:  # reports after steps 1 and 3 so far
+        while (key := _key_named(name)) is None or len(_window(key)) < 2:  # steps 1 and 3
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        ray.kill(get_scoreboard(), no_restart=True)
+        # Ray restarts it (same store key): history and the reporter's retries survive.
+        ray.kill(get_scoreboard(), no_restart=False)
     finally:
         pause.write_text("go")  # never leave the ranks waiting, even when failing
         finish(job, timeout_s=180)
@@ -76,6 +98,8 @@ def test_four_gloo_ranks_report_through_the_board_across_a_board_kill(
     assert len(history) == 3
     latest = ScoreReport.from_wire(json.loads(read_latest_in_another_process(ray_cluster, key)))
     assert latest.sequence == history[-1].sequence
+    assert latest.job.platform is Platform.RAY and latest.job.name == name
+    assert key == f"ray:{latest.job.ray_job_id}" != f"ray:{ray.get_runtime_context().get_job_id()}"
     assert [r.rank for r in latest.ranks] == [0, 1, 2, 3]
     assert (
         latest.ranks[3].section_relative["compute"]
@@ -90,6 +114,7 @@ def test_reports_queued_while_the_board_is_down_all_arrive_after_it_is_back(
 ) -> None:
     import ray
 
+    reset_named_board()
     job = _job()
     sink = RayScoreBoardSink(job=None, incarnation="inc-1")
     publisher = Publisher(sink, max_queue=16, backoff=FAST)
@@ -104,22 +129,38 @@ def test_reports_queued_while_the_board_is_down_all_arrive_after_it_is_back(
     publisher.close()
     assert stats.send_errors >= 1, "the kill should have failed at least one send"
     assert stats.published == 8 and stats.dropped_oldest == 0
-    assert [w["sequence"] for w in _window(job.key)] == list(range(8))
+    # The restarted board lost its tokens (memory only): the sink registered again.
+    board_stats = ray.get(get_scoreboard().stats.remote())
+    assert board_stats["registered"] == 1 and board_stats["refused"] >= 1
+    if no_restart:
+        # Created anew, with a new store key: what the old board stored is not its own.
+        assert [w["sequence"] for w in _window(job.key)] == list(range(3, 8))
+        assert board_stats["restore_refused"] == 3 + 1  # three reports and the job's meta
+    else:
+        assert [w["sequence"] for w in _window(job.key)] == list(range(8))
 
 
-def test_bad_reports_are_refused_at_the_board_with_a_clear_error(ray_cluster: str) -> None:
+def test_bad_reports_are_refused_at_the_board_with_a_clear_error(
+    ray_cluster: str, badge: Any
+) -> None:
     import ray
 
+    reset_named_board()
     board = get_scoreboard()
     job = _job()
+    token = register(board, badge)
     good = synthetic_report(job=job, sequence=0)
-    ray.get(board.publish.remote(good.to_json(), job.key, "a"))
+    ray.get(board.publish.remote(good.to_json(), token, "a"))
     future = good.to_wire() | {"schemaVersion": 2, "sequence": 1}
     with pytest.raises(ReportRejected, match="schemaVersion 2 is newer"):
-        ray.get(board.publish.remote(json.dumps(future), job.key, "a"))
-    with pytest.raises(ReportRejected, match="job identity mismatch"):
-        ray.get(board.publish.remote(good.to_json(), "ray:someone-else", "a"))
+        ray.get(board.publish.remote(json.dumps(future), token, "a"))
+    other = JobIdentity(platform=Platform.RAY, name="x", ray_job_id="7f000000")
+    with pytest.raises(PublishRefused, match="job identity mismatch"):
+        ray.get(board.publish.remote(synthetic_report(job=other).to_json(), token, "a"))
+    with pytest.raises(PublishRefused, match="older than the board"):
+        ray.get(board.publish.remote(good.to_json(), job.key, "a"))  # the old signature
     assert ray.get(board.latest.remote(job.key)) == good.to_wire()
+    assert ray.get(board.latest.remote(other.key)) is None
 
 
 def test_a_restarted_job_replaces_its_history_head_with_the_new_incarnation(
@@ -127,6 +168,7 @@ def test_a_restarted_job_replaces_its_history_head_with_the_new_incarnation(
 ) -> None:
     import ray
 
+    reset_named_board()
     job = _job()
     first = RayScoreBoardSink(job=None, incarnation="20260101T000000Z-aaaa")
     for seq in range(4):
@@ -139,31 +181,40 @@ def test_a_restarted_job_replaces_its_history_head_with_the_new_incarnation(
     assert latest.sequence == 0 and latest.summary.worst_rank == 2
     (entry,) = [j for j in ray.get(board.jobs.remote()) if j["job"] == job.key]
     assert entry["incarnation"] == "20260101T001000Z-bbbb" and entry["reports"] == 5
-    assert ray.get(board.stats.remote())["stale"] >= 1
+    stats = ray.get(board.stats.remote())
+    assert stats["stale"] >= 1
+    # Each process registered its own badge; the old one's token was replaced, so it
+    # registered again (its badge is of the same job) before its late report.
+    assert stats["registered"] == 3 and stats["registration_refused"] == 0
+    first.close()
+    second.close()
 
 
 def test_sink_refuses_a_report_of_another_job_without_contacting_the_board() -> None:
     sink = RayScoreBoardSink(job="ray:mine", incarnation="x")
+    other = JobIdentity(platform=Platform.RAY, name="t", ray_job_id="02000000")
     with pytest.raises(ReportRejected, match="'ray:mine'"):
-        sink.send(synthetic_report(job=_job()))
+        sink.send(synthetic_report(job=other))
 
 
 def test_store_holds_only_the_bounded_history_and_a_new_board_reloads_it(
-    ray_cluster: str,
+    ray_cluster: str, badge: Any
 ) -> None:
     import ray
 
     from pacekeeper.detector.reporters.ray_scoreboard import ScoreBoard
 
     prefix = f"test-{uuid.uuid4().hex[:6]}/"
+    store_key = uuid.uuid4().hex * 2
     actor = ray.remote(ScoreBoard).options(num_cpus=0)
-    board = actor.remote(max_history=3, store_prefix=prefix)
+    board = actor.remote(max_history=3, store_prefix=prefix, store_key=store_key)
+    token = register(board, badge)
     job = _job()
     for seq in range(10):
-        ray.get(board.publish.remote(synthetic_report(job=job, sequence=seq).to_json(), job.key))
+        ray.get(board.publish.remote(synthetic_report(job=job, sequence=seq).to_json(), token))
     assert ray.get(board.stored_keys.remote()) == 3 + 1  # three reports and the job's meta
     ray.kill(board)
-    reborn = actor.remote(max_history=3, store_prefix=prefix)
+    reborn = actor.remote(max_history=3, store_prefix=prefix, store_key=store_key)
     assert [w["sequence"] for w in ray.get(reborn.window.remote(job.key))] == [7, 8, 9]
     assert ray.get(reborn.stats.remote())["restored_jobs"] == 1
     ray.kill(reborn)

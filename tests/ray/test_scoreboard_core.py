@@ -1,4 +1,5 @@
-"""ScoreBoard rules without Ray: validation, dedup, incarnations, bounds, queries."""
+"""ScoreBoard rules without Ray: validation, dedup, incarnations, bounds, queries, and
+that only a job's own token writes its reports."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pacekeeper.controller.simulation.synthetic import synthetic_report
+from pacekeeper.detector.reporters.publish_tokens import PublishRefused, UnknownToken
 from pacekeeper.detector.reporters.scoreboard import Outcome, ScoreBoardCore
 from pacekeeper.detector.score_report import JobIdentity, Platform, ReportRejected
 
@@ -24,8 +26,16 @@ def _wire(seq: int, *, job: JobIdentity = JOB, at: datetime | None = None) -> di
     ).to_wire()
 
 
+def _token(board: ScoreBoardCore, job: str) -> str:
+    """The job's token on ``board``, registered on first use (as its badge would)."""
+    tokens: dict[str, str] = board.__dict__.setdefault("_test_tokens", {})
+    if job not in tokens:
+        tokens[job] = board.register(job, f"badge-of-{job}", now=0.0)
+    return tokens[job]
+
+
 def _publish(board: ScoreBoardCore, payload: Any, inc: str | None = "a", job: str | None = None):
-    return board.publish(payload, job=job or JOB.key, incarnation=inc, now=0.0)
+    return board.publish(payload, token=_token(board, job or JOB.key), incarnation=inc, now=0.0)
 
 
 def test_latest_is_the_newest_accepted_report() -> None:
@@ -103,16 +113,55 @@ def test_bad_report_is_refused_with_the_field_named_and_nothing_else_lost(
 def test_report_for_another_job_is_refused_naming_both_identities() -> None:
     board = ScoreBoardCore()
     other = JobIdentity(platform=Platform.RAY, name="other", ray_job_id="02000000")
-    with pytest.raises(ReportRejected, match=r"bound to 'ray:01000000'.*'ray:02000000'"):
+    with pytest.raises(PublishRefused, match=r"registered for 'ray:01000000'.*'ray:02000000'"):
         _publish(board, _wire(0, job=other))
     assert board.jobs() == []
+    assert board.counters["refused"] == 1
+
+
+@pytest.mark.parametrize(
+    ("token", "error", "message"),
+    [
+        (None, PublishRefused, "needs the token"),
+        ("", PublishRefused, "needs the token"),
+        ("ray:01000000", PublishRefused, "older than the board"),
+        ("guessed-token", UnknownToken, "not a registered job's current one"),
+    ],
+    ids=["none", "empty", "job-key-of-old-reporters", "guessed"],
+)
+def test_publish_without_the_jobs_token_is_refused_counted_and_never_stored(
+    token: Any, error: type[Exception], message: str
+) -> None:
+    board = ScoreBoardCore()
+    board.register(JOB.key, "badge", now=0.0)
+    with pytest.raises(error, match=message):
+        board.publish(_wire(0), token=token, incarnation="a", now=0.0)
+    assert board.jobs() == [] and board.counters["refused"] == 1
+    assert board.counters["accepted"] == 0 and board.counters["rejected"] == 0
+
+
+def test_registering_again_replaces_the_token_and_the_old_one_stops_working() -> None:
+    board = ScoreBoardCore()
+    first = board.register(JOB.key, "rank0-process-1", now=0.0)
+    assert board.publish(_wire(0), token=first, incarnation="a", now=0.0).outcome is (
+        Outcome.ACCEPTED
+    )
+    second = board.register(JOB.key, "rank0-process-2", now=1.0)  # rank 0 restarted
+    assert second != first
+    with pytest.raises(UnknownToken):
+        board.publish(_wire(1), token=first, incarnation="a", now=2.0)
+    assert board.publish(_wire(1), token=second, incarnation="b", now=2.0).outcome is (
+        Outcome.NEW_INCARNATION
+    )
+    assert board.counters["registered"] == 2
 
 
 def test_jobs_beyond_the_bound_evict_the_least_recently_updated() -> None:
     board = ScoreBoardCore(max_jobs=2)
     jobs = [JobIdentity(platform=Platform.RAY, name=f"j{i}", ray_job_id=f"0{i}") for i in range(3)]
     for i, job in enumerate(jobs):
-        result = board.publish(_wire(0, job=job), job=job.key, incarnation="a", now=float(i))
+        token = _token(board, job.key)
+        result = board.publish(_wire(0, job=job), token=token, incarnation="a", now=float(i))
     assert result.evicted_jobs == (jobs[0].key,)
     assert [j["job"] for j in board.jobs()] == sorted([jobs[1].key, jobs[2].key])
     assert board.counters["evicted_jobs"] == 1

@@ -24,6 +24,7 @@ from .guard import Guard
 from .interval import IntervalTracker
 from .payload import MAX_NAMES, NAME_REFRESH_REPORTS
 from .report_cycle import ReportListener
+from .reporter_view import ReportGenerator
 from .reports import Report
 from .run_config import SCORE_NAMES, build_config
 from .run_state import RunState
@@ -34,7 +35,14 @@ from .wrapping import CallableId, check, restore, wrap
 if TYPE_CHECKING:
     from pacekeeper.cupti_ext import BackendChoice
 
-__all__ = ["MAX_NAMES", "NAME_REFRESH_REPORTS", "SCORE_NAMES", "Detector", "ReportListener"]
+__all__ = [
+    "MAX_NAMES",
+    "NAME_REFRESH_REPORTS",
+    "SCORE_NAMES",
+    "Detector",
+    "DetectorStateError",
+    "ReportListener",
+]
 
 _EMPTY: dict[str, SectionHandle] = {}
 
@@ -51,17 +59,36 @@ def _install_reporter(detector: Any, reporter: Any) -> Any:
     return install_reporter(detector, reporter)
 
 
+class DetectorStateError(AssertionError, RuntimeError):
+    """``initialize`` twice, or a report before ``initialize``: NVRx asserts there (an
+    ``AssertionError``) and raises ``RuntimeError`` from an uninitialised section, so
+    this error is both."""
+
+
+def _is_reporter(run: RunState) -> bool:
+    """Will this process be the reporting rank? Before ``init_process_group`` the
+    launcher's ``$RANK`` says (torchrun and the operators set it); without it, yes."""
+    if run.info.distributed:
+        return run.info.is_reporter
+    return env.launcher_rank() in (None, 0)
+
+
 class Detector:
     """Straggler detector, used through class methods (NVRx's singleton shape)."""
 
     initialized: ClassVar[bool] = False
-    scores_to_compute: ClassVar[tuple[str, ...]] = ()
+    scores_to_compute: ClassVar[list[str]] = []
     gather_on_rank0: ClassVar[bool] = True
     profiling_interval: ClassVar[int] = 1
     report_time_interval: ClassVar[float] = 60.0
     node_name: ClassVar[str] = ""
     custom_sections: ClassVar[dict[str, CustomSection]] = {}
     report_interval_tracker: ClassVar[IntervalTracker | None] = None
+    cupti_manager: ClassVar[Any] = None
+    """The run's kernel-timing backend (NVRx's attribute name; ``kernel_timing_backend()``
+    names it); None when not running."""
+    original_callables: ClassVar[dict[CallableId, Any]] = {}
+    """What ``wrap_callables`` replaced, by id, until restored (NVRx's attribute)."""
 
     _run: ClassVar[RunState | None] = None
     # The hot path reads these straight off the class (no lookup through the run).
@@ -76,6 +103,7 @@ class Detector:
     """The run's backend while it runs (benchmarks reach into it)."""
     _patched: ClassVar[list[Any]] = []
     _latest: ClassVar[ScoreReport | None] = None
+    _latest_report: ClassVar[Report | None] = None
     _listeners: ClassVar[list[ReportListener]] = []
     _lock: ClassVar[threading.RLock] = threading.RLock()
     _publisher: ClassVar[Any] = None
@@ -98,39 +126,61 @@ class Detector:
         job: JobIdentity | None = None,
         kernel_timing: str | None = None,
         reporter: Any = None,
+        missing_scores: str = "nan",
+        adaptive_interval: bool = True,
+        report_timeout_s: float | None = None,
+        report_backend: str | None = None,
     ) -> None:
-        """Start detecting (NVRx keywords, plus ``process_group`` and keyword-only extras).
+        """Start detecting (NVRx's arguments, then pacekeeper's: ``process_group`` and
+        keyword-only extras). May run before ``init_process_group``, as in NVRx's example:
+        rank and world size are read at every report.
 
         Args:
-            scores_to_compute: ``"all"`` or a list of ``relative_perf_scores``,
-                ``individual_perf_scores``.
+            scores_to_compute: ``"all"``, ``relative_perf_scores``,
+                ``individual_perf_scores``, or a list of those names.
             gather_on_rank0: report every rank's scores on group rank 0 (others get None);
                 if False every rank gets a report with its own scores.
-            profiling_interval: time every n-th entry of each section.
+            profiling_interval: time every n-th entry of each section (0: every entry).
             report_time_interval: seconds between reports of
-                ``generate_report_if_interval_elapsed``.
+                ``generate_report_if_interval_elapsed`` (0: every
+                ``max(1, profiling_interval)`` iterations once the step time is known).
             node_name: node name in reports; default ``$NODE_NAME`` on Kubernetes, else
                 the host name.
-            process_group: torch.distributed group to report over (default WORLD).
+            process_group: torch.distributed group whose ranks report together (default
+                WORLD); not in NVRx.
             job: identity put into ``ScoreReport``s; default from the environment.
             kernel_timing: ``auto|cupti|events|none`` (default ``$PACEKEEPER_KERNEL_TIMING``).
             reporter: where the reporting rank publishes each ``ScoreReport``:
                 ``ray``, ``kubernetes``, ``auto``, ``none``, or a mapping of reporter
                 options (docs/transports.md). Default: ``$PACEKEEPER_REPORTER`` when set
                 (an annotated job gets it from its environment), else nowhere, as NVRx.
+            missing_scores: ``"nan"`` (NVRx): a computed score kind lists every rank, NaN
+                where nothing could be scored; ``"absent"``: such scores are left out.
+            adaptive_interval: re-estimate the report interval at every report (True);
+                False fixes it once, as NVRx.
+            report_timeout_s: how long one report collective may wait on the detector's
+                own process group before the report returns None (default
+                ``$PACEKEEPER_REPORT_TIMEOUT_S``, else 60).
+            report_backend: backend of that group: None (gloo), another backend name, or
+                ``"job"`` to run on the job's group itself, as NVRx (no timeout of ours).
 
-        Raises ValueError naming the argument on bad input, RuntimeError if already
+        Raises ValueError naming the argument on bad input, ``DetectorStateError`` (an
+        ``AssertionError``, as NVRx's assert, and a ``RuntimeError``) if already
         initialised.
         """
         with cls._lock:
             if cls.initialized:
-                raise RuntimeError("Detector is already initialized; call shutdown() first")
+                raise DetectorStateError("Detector is already initialized; call shutdown() first")
             config = build_config(
                 scores_to_compute,
                 gather_on_rank0,
                 profiling_interval,
                 report_time_interval,
                 node_name,
+                missing_scores=missing_scores,
+                adaptive_interval=adaptive_interval,
+                report_timeout_s=report_timeout_s,
+                report_backend=report_backend,
             )
             run = RunState.start(
                 config, process_group=process_group, kernel_timing=kernel_timing, job=job
@@ -143,16 +193,19 @@ class Detector:
             cls._run = run
             cls._guard = run.guard
             cls._backend = run.backend
+            cls.cupti_manager = run.backend
             cls._backend_choice = run.choice
             cls.custom_sections = run.table.sections
             cls._patched = []
+            cls.original_callables = {}
             cls._latest = None
+            cls._latest_report = None
             cls.report_interval_tracker = run.tracker
             cls._cuda_handles = run.table.cuda_handles
             cls._cpu_handles = run.table.cpu_handles
             cls.initialized = True
             cls._publisher = None
-            if run.info.is_reporter and cls.gather_on_rank0:
+            if cls.gather_on_rank0 and _is_reporter(run):
                 try:
                     cls._publisher = _install_reporter(cls, reporter)
                 except Exception:
@@ -177,6 +230,7 @@ class Detector:
             cls._cuda_handles = _EMPTY
             cls._cpu_handles = _EMPTY
             cls._backend = None
+            cls.cupti_manager = None
             cls.report_interval_tracker = None
             cls.initialized = False
 
@@ -214,7 +268,7 @@ class Detector:
     def _section(cls, name: str, profile_cuda: bool, location: str) -> SectionHandle:
         run = cls._run
         if run is None or not cls.initialized:
-            raise RuntimeError("Detector is not initialized.")
+            raise DetectorStateError("Detector is not initialized.")
         if not isinstance(name, str):
             raise TypeError(f"section name must be a str, got {type(name).__name__}")
         return run.table.handle(name, profile_cuda, location)
@@ -227,13 +281,16 @@ class Detector:
         for cid in callable_ids:
             check(cid)
             handle = cls._section(str(cid), profile_cuda, str(cid))
+            original = getattr(cid.obj, cid.name)
             cls._patched.append(wrap(cid, handle))
+            cls.original_callables.setdefault(cid, original)
 
     @classmethod
     def restore_original_callables(cls) -> None:
         """Undo every ``wrap_callables``, latest first."""
         while cls._patched:
             restore(cls._patched.pop())
+        cls.original_callables = {}
 
     # --- reports -----------------------------------------------------------------
 
@@ -241,7 +298,7 @@ class Detector:
     def generate_report_if_interval_elapsed(cls) -> Report | None:
         """Call once per iteration on every rank; reports when the interval has elapsed."""
         if not cls.initialized or cls.report_interval_tracker is None:
-            raise RuntimeError("Detector is not initialized.")
+            raise DetectorStateError("Detector is not initialized.")
         tracker = cls.report_interval_tracker
         cls._guard.call("interval", tracker.iter_increase, None)
         if tracker.is_interval_elapsed():
@@ -263,7 +320,7 @@ class Detector:
         """
         run = cls._run
         if not cls.initialized or run is None:
-            raise RuntimeError("Detector is not initialized.")
+            raise DetectorStateError("Detector is not initialized.")
         # NVRx's attributes are read here, not frozen at initialize: a user may set them.
         produced = report_cycle.generate(
             run, scores_to_compute=cls.scores_to_compute, gather_on_rank0=cls.gather_on_rank0
@@ -271,6 +328,7 @@ class Detector:
         if produced is None:
             return None
         report, score_report = produced
+        cls._latest_report = report
         if score_report is not None:
             cls._latest = score_report
             report_cycle.notify(run.guard, cls._listeners, score_report)
@@ -283,11 +341,10 @@ class Detector:
         """The ScoreReport of the latest report this rank produced, or None."""
         return cls._latest
 
-    @classmethod
-    def reporter(cls) -> Any:
-        """The publisher ``initialize(reporter=...)`` started on this rank, or None
-        (its ``stats()`` count published, dropped and refused reports)."""
-        return cls._publisher
+    reporter: ClassVar[ReportGenerator]
+    """NVRx's report-generator attributes (``reporter.rank``, ``.world_size``, ...);
+    calling it, ``Detector.reporter()``, returns the publisher ``initialize(reporter=...)``
+    started on this rank, or None."""
 
     @classmethod
     def add_report_listener(cls, listener: ReportListener) -> None:
@@ -318,3 +375,6 @@ class Detector:
 
 def _location(frame: Any) -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+Detector.reporter = ReportGenerator(Detector)

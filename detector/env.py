@@ -6,9 +6,13 @@ Read once at ``Detector.initialize`` (never on the hot path). A malformed value 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
+
+N = TypeVar("N", int, float)
 
 MAX_SECTION_SAMPLES = "PACEKEEPER_MAX_SECTION_SAMPLES"
 """Section timings kept per section and window (ring buffer; oldest overwritten). Default 8192."""
@@ -21,6 +25,15 @@ MAX_SECTIONS = "PACEKEEPER_MAX_SECTIONS"
 
 BASELINE_WINDOWS = "PACEKEEPER_BASELINE_WINDOWS"
 """Report windows an individual-score baseline remembers. Default 20."""
+
+REPORT_TIMEOUT_S = "PACEKEEPER_REPORT_TIMEOUT_S"
+"""Seconds one collective of a report may wait on the detector's own process group before
+the report gives up (``None``, logged and counted). Default 60; ``initialize(
+report_timeout_s=...)`` wins over it."""
+
+RANK = "RANK"
+"""The launcher's global rank (torchrun, Kubeflow, Lightning set it): who will be rank 0
+when ``initialize`` runs before ``init_process_group``."""
 
 JOB_NAME = "PACEKEEPER_JOB_NAME"
 """Job name in the score report. Default: the Kubernetes job name label env, else 'local'."""
@@ -44,18 +57,21 @@ class DetectorSettings:
     max_kernel_keys: int = 512
     max_sections: int = 1024
     baseline_windows: int = 20
+    report_timeout_s: float = 60.0
 
 
-def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
+def _positive(environ: Mapping[str, str], name: str, default: N, parse: type[N]) -> N:
+    """``$name`` parsed as ``parse`` (int: >= 1; float: > 0 and finite), else ``default``."""
     raw = environ.get(name)
     if raw is None or raw.strip() == "":
         return default
+    kind = "an integer" if parse is int else "a number"
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an integer") from None
-    if value < 1:
-        raise ValueError(f"{name}={value} must be >= 1")
+        raise ValueError(f"{name}={raw!r} is not {kind}") from None
+    if not math.isfinite(value) or value <= 0:  # for an int: < 1
+        raise ValueError(f"{name}={raw.strip()} must be {'>= 1' if parse is int else '> 0'}")
     return value
 
 
@@ -63,10 +79,11 @@ def read_settings(environ: Mapping[str, str] | None = None) -> DetectorSettings:
     env = os.environ if environ is None else environ
     d = DetectorSettings()
     return DetectorSettings(
-        max_section_samples=_positive_int(env, MAX_SECTION_SAMPLES, d.max_section_samples),
-        max_kernel_keys=_positive_int(env, MAX_KERNEL_KEYS, d.max_kernel_keys),
-        max_sections=_positive_int(env, MAX_SECTIONS, d.max_sections),
-        baseline_windows=_positive_int(env, BASELINE_WINDOWS, d.baseline_windows),
+        max_section_samples=_positive(env, MAX_SECTION_SAMPLES, d.max_section_samples, int),
+        max_kernel_keys=_positive(env, MAX_KERNEL_KEYS, d.max_kernel_keys, int),
+        max_sections=_positive(env, MAX_SECTIONS, d.max_sections, int),
+        baseline_windows=_positive(env, BASELINE_WINDOWS, d.baseline_windows, int),
+        report_timeout_s=_positive(env, REPORT_TIMEOUT_S, d.report_timeout_s, float),
     )
 
 
@@ -120,3 +137,12 @@ def reporter_kind(environ: Mapping[str, str] | None = None) -> str | None:
     on; unset means the Detector publishes nowhere, as NVRx."""
     env = os.environ if environ is None else environ
     return env.get("PACEKEEPER_REPORTER") or None
+
+
+def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """``$RANK`` as an integer, or None when unset or not an integer."""
+    env = os.environ if environ is None else environ
+    try:
+        return int(env.get(RANK, ""))
+    except ValueError:
+        return None

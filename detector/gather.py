@@ -1,15 +1,20 @@
 """The detector's only torch.distributed user.
 
-Every collective runs on the process group given to ``Detector.initialize`` (WORLD when
-none), addressed by *group* rank, so ranks split into sub-groups each report on their
-own without waiting for the other groups (NVRx's WORLD-rank arithmetic deadlocks there).
+The job's group is the one given to ``Detector.initialize`` (WORLD when none); it is
+described afresh at every report, so a detector started before ``init_process_group``
+sees the real ranks once they exist. Collectives run on whatever group the caller passes
+(``report_group`` passes the detector's own group, made here by ``new_report_group``),
+addressed by *group* rank, so ranks split into sub-groups each report on their own
+without waiting for the other groups (NVRx's WORLD-rank arithmetic deadlocks there).
 Without an initialised default group the job is a world of one and nothing is called.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 
@@ -77,6 +82,34 @@ def describe_group(process_group: Any = None) -> GroupInfo:
         int(dist.get_world_size()),
         ranks,
         str(dist.get_backend(group)),
+    )
+
+
+def default_group() -> Any:
+    """The job's default group (WORLD) object, or None when there is none."""
+    if not is_distributed():
+        return None
+    return _dist().group.WORLD
+
+
+def new_report_group(ranks: Sequence[int], backend: str | None, timeout_s: float) -> Any:
+    """A new group over ``ranks`` (global) for the detector alone, with its own timeout.
+
+    ``backend`` None means gloo (CPU objects; a timed-out gloo collective raises in that
+    call and leaves every other group alone), else the job's backend when gloo is not
+    built. Only the members take part (``use_local_synchronization``), and the group gets
+    a name hashed from its ranks, so the job's own counter of group names is untouched.
+    Every member must call this at the same point of its sequence of group creations.
+    """
+    dist = _dist()
+    chosen = backend
+    if chosen is None and dist.is_gloo_available():
+        chosen = "gloo"
+    return dist.new_group(
+        ranks=list(ranks),
+        timeout=timedelta(seconds=timeout_s),
+        backend=chosen,
+        use_local_synchronization=True,
     )
 
 

@@ -1,18 +1,25 @@
-"""Report interval in iterations, kept in step across ranks and re-estimated at every report.
+"""Report interval in iterations, kept in step across ranks (NVRx's ``ReportIntervalTracker``).
 
 ``generate_report_if_interval_elapsed`` is called once per training iteration on every
 rank, so the iteration count is the one clock all ranks share. The tracker turns
-``report_time_interval`` (seconds) into an iteration count from the measured step time:
+``time_interval`` (seconds) into an iteration count from the measured step time, with
+NVRx's attributes and phase:
 
-* first estimate after ``ESTIMATION_ITERS`` iterations (NVRx: 16), then
-* again at every report iteration, from the steps of the window just ended — NVRx fixes
-  the count once, so a job that speeds up or slows down later reports too often or
-  too rarely for the rest of the run.
+* ``iter_interval`` stays None until ``INTERVAL_ESTIMATION_ITERS`` (16) step times are
+  known, i.e. the 17th call; reports then fall on the iterations that are multiples of
+  ``iter_interval`` (``current_iter % iter_interval == 0``), as in NVRx;
+* ``time_interval == 0`` means every ``max(1, profiling_interval)`` iterations (NVRx's
+  ``max(0 / step, profiling_interval)``, kept from dividing by zero);
+* beyond NVRx (``adaptive=True``, the default): the count is estimated again at every
+  report iteration from the steps of the window just ended, so a job that speeds up or
+  slows down keeps reporting about every ``time_interval`` seconds. NVRx fixes the count
+  once (``adaptive=False`` here). A new count takes effect from the next iteration, and
+  reports stay on its multiples, so ``is_interval_elapsed()`` always equals
+  ``current_iter % iter_interval == 0``.
 
-Each estimate is agreed through ``sync`` (an all-reduce MAX of the step time over the
-process group), called at the same iteration on every rank; the slowest rank's step
-time wins, so no rank waits longer than the interval. ``sync`` is injected: this module
-has no torch and no clock of its own beyond the injected one.
+Each estimate is agreed through ``sync`` (MAX of the step time over the group: the
+slowest rank wins, so no rank waits longer than the interval), called at the same
+iteration on every rank. ``sync`` is injected: this module has no torch.
 """
 
 from __future__ import annotations
@@ -23,61 +30,85 @@ from collections.abc import Callable
 import numpy as np
 
 
+def _no_sync(value: float) -> float:
+    return value
+
+
 class IntervalTracker:
-    ESTIMATION_ITERS = 16
+    INTERVAL_ESTIMATION_ITERS = 16
+    ESTIMATION_ITERS = INTERVAL_ESTIMATION_ITERS
     MAX_STEPS_KEPT = 4096
 
     def __init__(
         self,
-        interval_s: float,
-        profiling_interval: int,
-        sync: Callable[[float], float],
+        time_interval: float = 60.0,
+        profiling_interval: int = 1,
+        sync: Callable[[float], float] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        adaptive: bool = True,
     ) -> None:
-        self.interval_s = interval_s
+        self.time_interval = time_interval
+        """Target seconds between reports (NVRx's name)."""
         self.profiling_interval = profiling_interval
-        self._sync = sync
+        self.adaptive = adaptive
+        self._sync = sync if sync is not None else _no_sync
         self._clock = clock
         self.current_iter = 0
         self.iter_interval: int | None = None
         self.step_time_s: float | None = None
         """Last agreed step time (seconds)."""
-        self._next_report_iter: int | None = None
-        self._elapsed = False
-        self._prev: float | None = None
-        self._steps: list[float] = []
+        self.prev_iter_start_time: float | None = None
+        self.step_times: list[float] = []
+        """Step times (s) since the last estimate."""
+        self._pending: int | None = None
+        """A new count agreed at a report iteration, in effect from the next one."""
+
+    @property
+    def interval_s(self) -> float:
+        return self.time_interval
 
     def iter_increase(self) -> None:
-        """Count one iteration; re-estimate when this iteration reports (same on all ranks)."""
+        """Count one iteration; estimate at the same iterations on every rank."""
         self.current_iter += 1
-        now = self._clock()
-        if self._prev is not None and len(self._steps) < self.MAX_STEPS_KEPT:
-            self._steps.append(now - self._prev)
-        self._prev = now
-        self._elapsed = False
-        if self._next_report_iter is None:
-            # The first call has no step before it, so estimation needs one more call.
-            if self.current_iter > self.ESTIMATION_ITERS:
-                self._estimate()
+        if self._pending is not None:
+            self.iter_interval, self._pending = self._pending, None
+        if self.iter_interval is not None and not self.adaptive:
+            # NVRx's tracker stops measuring once it has its count.
             return
-        if self.current_iter >= self._next_report_iter:
-            self._elapsed = True
-            self._estimate()
+        now = self._clock()
+        if self.prev_iter_start_time is not None and len(self.step_times) < self.MAX_STEPS_KEPT:
+            self.step_times.append(now - self.prev_iter_start_time)
+        self.prev_iter_start_time = now
+        if self.iter_interval is None:
+            if len(self.step_times) >= self.INTERVAL_ESTIMATION_ITERS:
+                self.iter_interval = self._estimate(fallback=self.INTERVAL_ESTIMATION_ITERS)
+            return
+        if self.current_iter % self.iter_interval == 0:
+            new = self._estimate(fallback=self.iter_interval)
+            if new != self.iter_interval:
+                self._pending = new
 
-    def _estimate(self) -> None:
-        # Every rank reaches this at the same iteration; clear first so a failing
-        # sync still starts a fresh window.
+    def _estimate(self, *, fallback: int) -> int:
+        floor = max(1, self.profiling_interval)
+        if self.time_interval == 0:
+            # Every rank knows the answer without measuring: no collective.
+            self.step_times.clear()
+            return floor
         # 0.0, not NaN, when unknown: a NaN would win the MAX on every rank.
-        local = float(np.median(self._steps)) if self._steps else 0.0
-        self._steps.clear()
+        local = float(np.median(self.step_times)) if self.step_times else 0.0
+        self.step_times.clear()
         agreed = self._sync(local)
         if np.isfinite(agreed) and agreed > 0:
             self.step_time_s = agreed
-            self.iter_interval = max(self.profiling_interval, round(self.interval_s / agreed))
-        elif self.iter_interval is None:
-            self.iter_interval = max(self.profiling_interval, self.ESTIMATION_ITERS)
-        self._next_report_iter = self.current_iter + self.iter_interval
+            return max(floor, round(self.time_interval / agreed))
+        return max(floor, fallback)  # failed agreement: keep what we had
 
     def is_interval_elapsed(self) -> bool:
         """True iff the latest ``iter_increase`` was a report iteration."""
-        return self._elapsed
+        iv = self.iter_interval
+        return iv is not None and self.current_iter % iv == 0
+
+
+ReportIntervalTracker = IntervalTracker
+"""NVRx's class name."""

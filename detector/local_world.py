@@ -2,7 +2,10 @@
 
 For the demo, the multi-process tests and the report benchmark: ``spawn_world`` runs
 ``fn(rank, world_size, *args)`` in ``world_size`` processes that already joined one
-gloo group through a file store (no ports to race for).
+gloo group through a file store (no ports to race for). With ``join=False`` the ranks
+join themselves (``fn(rank, world_size, store_file, *args)`` calls
+``gather.join_gloo_world``), so code can run before ``init_process_group``, as NVRx's
+example starts its detector.
 """
 
 from __future__ import annotations
@@ -15,14 +18,23 @@ from typing import Any
 from .gather import join_gloo_world, leave_world
 
 
-def _entry(
-    rank: int, world_size: int, store_file: str, fn: Callable[..., Any], args: tuple[Any, ...]
+def _entry(  # noqa: PLR0917 - torch's spawn passes arguments positionally
+    rank: int,
+    world_size: int,
+    store_file: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    join: bool = True,
 ) -> None:
     # One CPU thread per rank: the ranks share a few cores with each other.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    join_gloo_world(rank, world_size, store_file)
+    if join:
+        join_gloo_world(rank, world_size, store_file)
     try:
-        fn(rank, world_size, *args)
+        if join:
+            fn(rank, world_size, *args)
+        else:
+            fn(rank, world_size, store_file, *args)
     finally:
         leave_world()
 
@@ -32,8 +44,11 @@ def spawn_world(
     world_size: int,
     *args: Any,
     start_method: str | None = None,
+    join: bool = True,
 ) -> None:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` gloo ranks; raises if any fails.
+
+    ``join=False``: ``fn(rank, world_size, store_file, *args)`` joins the world itself.
 
     ``start_method`` defaults to ``fork`` where available (no torch re-import per rank:
     several seconds saved on small machines), else ``spawn``; ``fn`` must be importable
@@ -52,7 +67,7 @@ def spawn_world(
         store = os.path.join(tmp, "store")
         start_processes(  # type: ignore[no-untyped-call]
             _entry,
-            args=(world_size, store, fn, args),
+            args=(world_size, store, fn, args, join),
             nprocs=world_size,
             join=True,
             start_method=start_method,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,6 +82,34 @@ class Scores:
     gpu_individual: dict[int, float]
     section_individual: dict[str, dict[int, float]]
     rank_to_node: dict[int, str]
+
+    def nan_filled(
+        self, ranks: Sequence[int], sections: Iterable[str], *, relative: bool, individual: bool
+    ) -> Scores:
+        """NVRx's shape: each computed kind lists every rank of ``ranks`` (and, for
+        sections, every name of ``sections``), NaN where no score could be computed."""
+        nan = math.nan
+        names = list(sections)
+        n = len(ranks)
+
+        def gpu(scores: dict[int, float]) -> dict[int, float]:
+            # Scores only ever name ranks of ``ranks``: a full mapping is kept as it is
+            # (a healthy window costs a length check per mapping).
+            return scores if len(scores) == n else {r: scores.get(r, nan) for r in ranks}
+
+        def per_section(scores: dict[str, dict[int, float]]) -> dict[str, dict[int, float]]:
+            out = {name: gpu(scores.get(name, {})) for name in names}
+            for name, per_rank in scores.items():  # a name beyond the caller's bound
+                out.setdefault(name, per_rank)
+            return out
+
+        return Scores(
+            gpu(self.gpu_relative) if relative else self.gpu_relative,
+            per_section(self.section_relative) if relative else self.section_relative,
+            gpu(self.gpu_individual) if individual else self.gpu_individual,
+            per_section(self.section_individual) if individual else self.section_individual,
+            self.rank_to_node,
+        )
 
 
 def _name(names: Mapping[int, str], key: int) -> str:

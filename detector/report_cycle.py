@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from . import gather
 from .payload import MAX_NAMES, RankPayload, score_payloads
 from .reports import Report, to_score_report
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 
 ReportListener = Callable[[ScoreReport], None]
 
+_MAX_SEEN_SECTIONS = 4096
+"""Bound on the section names a gathered NVRx-shaped report lists (NaN where unscored)."""
+
 
 def generate(
     run: RunState, *, scores_to_compute: Sequence[str], gather_on_rank0: bool
@@ -38,7 +43,11 @@ def generate(
     and when gathering or scoring failed.
     """
     t0 = time.perf_counter_ns()
-    info, guard, builder = run.info, run.guard, run.payloads
+    guard, builder = run.guard, run.payloads
+    # Rank and world size now, not at initialize (which may precede init_process_group).
+    info = guard.call("report.group", run.refresh, None)
+    if info is None:
+        return None
     sequence, window_s = run.next_window()
     payload, sec_summ, ker_summ = guard.call(
         "report.local", functools.partial(builder.collect, sequence), builder.empty()
@@ -51,14 +60,16 @@ def generate(
     if gather_on_rank0:
         gathered = guard.call(
             "report.gather",
-            lambda: gather.gather_to_reporter(payload, info, run.process_group),
+            lambda: run.group.collective(gather.gather_to_reporter, payload, info),
             failed,
         )
         if gathered is failed or gathered is None:
             return None
     elif relative:
         gathered = guard.call(
-            "report.gather", lambda: gather.all_gather(payload, info, run.process_group), failed
+            "report.gather",
+            lambda: run.group.collective(gather.all_gather, payload, info),
+            failed,
         )
         if gathered is failed:
             return None
@@ -71,15 +82,26 @@ def generate(
     def build() -> tuple[Report, list[RankPayload]]:
         payloads = [p for p in gathered if isinstance(p, RankPayload)]
         _learn_names(run.names, payloads)
+        me = None if gather_on_rank0 else info.global_rank
         scores = score_payloads(
-            payloads,
-            run.names,
-            relative=relative,
-            individual=individual,
-            only_rank=None if gather_on_rank0 else info.global_rank,
+            payloads, run.names, relative=relative, individual=individual, only_rank=me
         )
         if not gather_on_rank0:
             payloads = [p for p in payloads if p.info.rank == info.global_rank]
+        if run.config.missing_scores == "nan":
+            # NVRx's shape: every rank (or this one) under each score it computes, NaN
+            # where there is nothing to score; sections as its name table holds them.
+            if gather_on_rank0:
+                _learn_sections(run.seen_sections, run.names, payloads)
+                sections: Iterable[str] = run.seen_sections
+            else:
+                sections = sec_summ
+            scores = scores.nan_filled(
+                [p.info.rank for p in payloads] if me is None else [me],
+                sections,
+                relative=relative,
+                individual=individual,
+            )
         report = Report(
             gpu_relative_perf_scores=scores.gpu_relative,
             section_relative_perf_scores=scores.section_relative,
@@ -115,6 +137,18 @@ def _learn_names(names: dict[int, str], payloads: Iterable[RankPayload]) -> None
         if len(names) + len(p.names) > MAX_NAMES:
             names.clear()
         names.update(p.names)
+
+
+def _learn_sections(
+    seen: dict[str, None], names: dict[int, str], payloads: Sequence[RankPayload]
+) -> None:
+    if not payloads:
+        return
+    ids = np.unique(np.concatenate([p.section_ids for p in payloads]))
+    for sid in ids.tolist():
+        name = names.get(sid)
+        if name is not None and name not in seen and len(seen) < _MAX_SEEN_SECTIONS:
+            seen[name] = None
 
 
 def _score_report(

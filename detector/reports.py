@@ -22,6 +22,9 @@ from .score_report import JobIdentity, KernelTiming, RankScores, ScoreReport
 
 
 class Statistic(enum.Enum):
+    """Summary statistics of ``Report.local_*_summaries``; printed as NVRx prints them
+    (``str``: ``MED``, ``repr``: ``Statistic.MED``), so logged reports read the same."""
+
     MIN = enum.auto()
     MAX = enum.auto()
     MED = enum.auto()
@@ -33,6 +36,12 @@ class Statistic(enum.Enum):
     # with equality; Enum's own __hash__ is Python code, and a report builds six-entry
     # dicts keyed by these for every kernel and section (~0.2 ms of a 200-kernel report).
     __hash__ = object.__hash__
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
 
 
 @dataclass(frozen=True)
@@ -48,8 +57,9 @@ class Report:
     With ``gather_on_rank0=True`` the reporting rank (rank 0 of the process group)
     holds every rank's scores and the other ranks get ``None`` from
     ``generate_report``; with ``False`` every rank gets a report with its own scores.
-    A score that could not be computed (no samples, no GPU backend) is absent from its
-    mapping rather than NaN.
+    As in NVRx, each score kind computed lists every rank (or this one) with NaN where no
+    score could be computed (no kernels timed, a section a rank did not run);
+    ``initialize(missing_scores="absent")`` leaves such scores out instead.
     """
 
     gpu_relative_perf_scores: Mapping[int, float]

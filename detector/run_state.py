@@ -2,11 +2,13 @@
 
 The ``Detector`` shell keeps NVRx's class-level attributes and the hot-path handle
 tables; everything else a run needs lives in one ``RunState``: the guard, the
-environment settings, the kernel-timing backend, the process group, the section table,
-the job and rank identity, the payload builder with its baselines, the receiver's name
-table, the report sequence and the interval tracker. ``start`` is initialize's work
-after its arguments are checked (``run_config``); bad environment values and process
-groups still raise ``ValueError`` here, before anything is kept.
+environment settings, the kernel-timing backend, the report group (the job's group and
+the detector's own), the section table, the job and rank identity, the payload builder
+with its baselines, the receiver's name table, the report sequence and the interval
+tracker. ``start`` is initialize's work after its arguments are checked
+(``run_config``); bad environment values and process groups still raise ``ValueError``
+here, before anything is kept. ``refresh`` re-reads the rank and world size at every
+report, as NVRx does: ``initialize`` may run before ``init_process_group``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from . import env, gather, identity
 from .guard import Guard
 from .interval import IntervalTracker
 from .local_payload import PayloadBuilder
+from .report_group import ReportGroup
 from .sections import SectionTable
 
 if TYPE_CHECKING:
@@ -40,28 +43,38 @@ class RunState:
         guard: Guard,
         backend: KernelTimingBackend,
         choice: BackendChoice,
-        process_group: Any,
+        group: ReportGroup,
         info: gather.GroupInfo,
         table: SectionTable,
         node_name: str,
+        ray_node: str | None,
         job: JobIdentity,
         payloads: PayloadBuilder,
     ) -> None:
+        self.config = config
         self.guard = guard
         self.backend = backend
         self.choice = choice
-        self.process_group = process_group
+        self.group = group
+        self.process_group = group.job_group
         self.info = info
+        """The job group as the latest report saw it (``refresh``)."""
         self.table = table
         self.node_name = node_name
+        self._ray_node = ray_node
         self.job = job
         self.payloads = payloads
         self.names: dict[int, str] = {}
         """The receiver's id -> name table (bounded by ``payload.MAX_NAMES``)."""
+        self.seen_sections: dict[str, None] = {}
+        """Sections any rank reported since initialize, in order (NVRx's name table)."""
         self.sequence = 0
         self.window_start = time.monotonic()
         self.tracker = IntervalTracker(
-            config.report_time_interval, config.profiling_interval, self.sync_step_time
+            config.report_time_interval,
+            config.profiling_interval,
+            self.sync_step_time,
+            adaptive=config.adaptive_interval,
         )
 
     @classmethod
@@ -76,6 +89,8 @@ class RunState:
         """Read the settings, describe the group, select the backend, resolve identity."""
         settings = env.read_settings()
         info = gather.describe_group(process_group)
+        timeout_s = config.report_timeout_s or settings.report_timeout_s
+        group = ReportGroup(process_group, backend=config.report_backend, timeout_s=timeout_s)
 
         from pacekeeper.cupti_ext import select_backend
         from pacekeeper.cupti_ext.kernel_keys import comm_pattern_from_env
@@ -92,7 +107,7 @@ class RunState:
         table = SectionTable(
             backend=None if choice.name == "none" else backend,
             guard=guard,
-            profiling_interval=config.profiling_interval,
+            profiling_interval=max(1, config.profiling_interval),
             capacity=settings.max_section_samples,
             max_sections=settings.max_sections,
         )
@@ -112,10 +127,11 @@ class RunState:
             guard=guard,
             backend=backend,
             choice=choice,
-            process_group=process_group,
+            group=group,
             info=info,
             table=table,
             node_name=node,
+            ray_node=ray_node,
             job=job if job is not None else identity.default_job(ray_job),
             payloads=payloads,
         )
@@ -128,14 +144,24 @@ class RunState:
         self.sequence += 1
         return self.sequence, window_s
 
+    def refresh(self) -> gather.GroupInfo:
+        """Read the job group's ranks now; a rank that changed (the group appeared after
+        ``initialize``) travels in this report's payload."""
+        info = self.group.describe()
+        if info != self.info:
+            self.info = info
+            if self.payloads.rank_info.rank != info.global_rank:
+                self.payloads.rank_info = identity.rank_info(info, self.node_name, self._ray_node)
+        return info
+
     def sync_step_time(self, local_s: float) -> float:
         """The interval tracker's agreement: the largest step time over the group."""
-        info, group = self.info, self.process_group
-        return self.guard.call(
-            "interval.sync",
-            lambda: gather.all_reduce_max(local_s, info, group),
-            float("nan"),
-        )
+
+        def agree() -> float:
+            value: float = self.group.collective(gather.all_reduce_max, local_s, self.refresh())
+            return value
+
+        return self.guard.call("interval.sync", agree, float("nan"))
 
     def close(self) -> None:
         """Release the backend (never raises)."""

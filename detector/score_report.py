@@ -6,12 +6,21 @@ StragglerReport status and the Ray ScoreBoard store); Python attributes are snak
 
 Scores follow one rule everywhere: ``None`` means "not measured" (no GPU, section not
 entered in this window); a present score is finite and non-negative. NaN never travels.
+
+Version 2 adds, per rank, where it sits in the job's parallel topology (``group``: the
+ranks doing the same work; ``coords``: its data/pipeline/tensor/context-parallel
+coordinates) and how much of the window it spent waiting in collectives
+(``waitShare``), so the controller can compare a rank with its peers and tell the rank
+the others wait for from the ones that wait. Version 1 reports still read: the new
+fields are optional and absent means "not known".
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Self
@@ -21,14 +30,16 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-SCHEMA_VERSION = 1
-"""Bumped on any change a reader of an older version would misread."""
+SCHEMA_VERSION = 2
+"""Bumped on any change a reader of an older version would misread. 2: per-rank
+``group``, ``coords``, ``waitShare``; ``summary.peers`` in the bounded form."""
 
 K8S_STATUS_MAX_BYTES = 256 * 1024
 """Kubernetes status form must stay under this (etcd objects are limited to ~1.5 MiB and
@@ -36,6 +47,21 @@ large status patches make every watcher pay)."""
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 """The JSON form refuses anything larger: a report this big is a bug or an attack."""
+
+REPLICA_DIMENSIONS = frozenset({"dp", "tp", "cp"})
+"""Coordinates along which ranks do the same work: data-parallel replicas run the same
+model on other data, tensor- and context-parallel ranks equal shares of one layer or one
+sequence. Every other coordinate (``pp``, ``vpp``, ``ep``, your own) says which work a
+rank does, so ranks that differ in it are not peers."""
+
+MAX_COORDS = 8
+"""Parallel dimensions a rank may carry (dp, pp, tp, cp, ep, vpp and a spare or two)."""
+
+MAX_COORD_VALUE = 1 << 20
+
+MAX_PEER_SUMMARIES = 64
+"""Peer groups whose statistics a summary keeps (the largest first): at most ~25 KB, so
+that the Kubernetes form keeps room for the worst ranks beside 2,048 node minima."""
 
 
 def _check_score(value: float | None) -> float | None:
@@ -47,6 +73,19 @@ def _check_score(value: float | None) -> float | None:
 
 
 Score = Annotated[float | None, AfterValidator(_check_score)]
+
+
+def _check_share(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"share must be within [0, 1], got {value!r}")
+    return value
+
+
+Share = Annotated[float | None, AfterValidator(_check_share)]
+CoordName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,15}$")]
+CoordValue = Annotated[int, Field(ge=0, lt=MAX_COORD_VALUE)]
 
 
 class _Model(BaseModel):
@@ -112,6 +151,13 @@ class RankScores(_Model):
     """Section entries timed in this window (all sections together)."""
     kernel_samples: int = Field(default=0, ge=0)
     """Kernel records timed in this window."""
+    group: str | None = Field(default=None, min_length=1, max_length=128)
+    """Peer group: ranks with the same group do the same work (v2; None: not known)."""
+    coords: dict[CoordName, CoordValue] | None = Field(default=None, max_length=MAX_COORDS)
+    """Parallel coordinates, e.g. ``{"dp": 1, "pp": 3, "tp": 0}`` (v2; None: not known)."""
+    wait_share: Share = None
+    """Share of the window spent waiting in collectives and point-to-point transfers
+    (v2; None: not measured)."""
 
     def worst_score(self) -> float | None:
         """Lowest score of any kind on this rank, or None when nothing was measured."""
@@ -126,6 +172,37 @@ class RankScores(_Model):
             if v is not None
         ]
         return min(values) if values else None
+
+
+def peer_key(r: RankScores) -> str:
+    """Which ranks ``r`` is compared with: its ``group``; else its coordinates without
+    the replica dimensions (``REPLICA_DIMENSIONS``); else the whole job (``""``)."""
+    if r.group is not None:
+        return f"group={r.group}"
+    if r.coords:
+        return ",".join(
+            f"{k}={v}" for k, v in sorted(r.coords.items()) if k not in REPLICA_DIMENSIONS
+        )
+    return ""
+
+
+class Spread(_Model):
+    """Median and median absolute deviation of one relative score over a peer group."""
+
+    median: float = Field(ge=0, allow_inf_nan=False)
+    mad: float = Field(ge=0, allow_inf_nan=False)
+    n: int = Field(ge=1)
+
+
+class PeerSummary(_Model):
+    """One peer group's statistics, kept in the bounded form so that a controller can
+    still compare a listed rank with all its peers, not only the listed (worst) ones."""
+
+    peers: str
+    """``peer_key`` of the group (``""``: the whole job)."""
+    ranks: int = Field(ge=0)
+    gpu_relative: Spread | None = None
+    section_relative: dict[str, Spread] = Field(default_factory=dict)
 
 
 class NodeSummary(_Model):
@@ -145,6 +222,9 @@ class Summary(_Model):
     p10_score: Score = None
     worst_rank: int | None = None
     nodes: list[NodeSummary] = Field(default_factory=list)
+    peers: list[PeerSummary] = Field(default_factory=list, max_length=MAX_PEER_SUMMARIES)
+    """Per peer group, the spread of each relative score over all its ranks (v2), so a
+    bounded form that lists only the worst ranks still tells what their peers score."""
 
 
 class ScoreReport(_Model):
@@ -262,7 +342,7 @@ class ScoreReport(_Model):
             kept.append(r)
             budget -= size
         kept.sort(key=lambda r: r.rank)
-        return self.model_copy(update={"ranks": kept, "truncated": True})
+        return base.model_copy(update={"ranks": kept})
 
 
 class ReportRejected(ValueError):
@@ -301,8 +381,9 @@ def summarize(ranks: list[RankScores], world_size: int) -> Summary:
                 worst_rank=low[1] if low else None,
             )
         )
+    peers = peer_summaries(ranks)
     if not worst:
-        return Summary(world_size=world_size, reported_ranks=len(ranks), nodes=nodes)
+        return Summary(world_size=world_size, reported_ranks=len(ranks), nodes=nodes, peers=peers)
     values = sorted(w for w, _ in worst)
     lowest = min(worst)
     return Summary(
@@ -313,7 +394,47 @@ def summarize(ranks: list[RankScores], world_size: int) -> Summary:
         p10_score=_quantile(values, 0.1),
         worst_rank=lowest[1],
         nodes=nodes,
+        peers=peers,
     )
+
+
+def _spread(values: list[float]) -> Spread | None:
+    if not values:
+        return None
+    med = statistics.median(values)
+    mad = statistics.median(abs(v - med) for v in values)
+    # Four decimals: a reference needs no more, and 64 groups x sections stay small.
+    return Spread(median=round(med, 4), mad=round(mad, 4), n=len(values))
+
+
+def peer_summaries(ranks: Iterable[RankScores]) -> list[PeerSummary]:
+    """Per peer group (``peer_key``), the spread of the GPU and each section's relative
+    score; the ``MAX_PEER_SUMMARIES`` largest groups, by key. Groups with no relative
+    score at all are left out."""
+    groups: dict[str, list[RankScores]] = {}
+    for r in ranks:
+        groups.setdefault(peer_key(r), []).append(r)
+    largest = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_PEER_SUMMARIES]
+    out = []
+    for key, members in sorted(largest):
+        gpu = [r.gpu_relative for r in members if r.gpu_relative is not None]
+        sections: dict[str, list[float]] = {}
+        for r in members:
+            for name, v in r.section_relative.items():
+                if v is not None:
+                    sections.setdefault(name, []).append(v)
+        spreads = {name: _spread(vs) for name, vs in sorted(sections.items())}
+        if not gpu and not sections:
+            continue
+        out.append(
+            PeerSummary(
+                peers=key,
+                ranks=len(members),
+                gpu_relative=_spread(gpu),
+                section_relative={k: v for k, v in spreads.items() if v is not None},
+            )
+        )
+    return out
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from time import perf_counter_ns
 from types import TracebackType
@@ -36,38 +37,71 @@ OVERFLOW_SECTION = "<other>"
 _NOT_TIMED = -1
 
 
+DEFAULT_MAX_ELAPSEDS_LEN = 8 * 1024
+"""NVRx's ``CustomSection.max_elapseds_len``."""
+
+
+class _MaxElapsedsLen:
+    """``CustomSection.max_elapseds_len``: NVRx's default (8192) on the class, the
+    section's own bound on an instance."""
+
+    def __get__(self, obj: CustomSection | None, owner: type | None = None) -> int:
+        if obj is None:
+            return DEFAULT_MAX_ELAPSEDS_LEN
+        return obj.times.capacity
+
+
 class CustomSection:
     """One user-defined section: its name, where it was first entered, and its CPU times.
 
-    Mirrors NVRx's ``CustomSection`` fields (``name``, ``location``, ``total_entry_cnt``,
-    ``cpu_elapsed_times`` in milliseconds) over a bounded ring of nanosecond samples.
+    NVRx's fields (``name``, ``location``, ``total_entry_cnt``, ``max_elapseds_len``,
+    ``cpu_elapsed_times``, a ``deque`` of milliseconds with ``maxlen=max_elapseds_len``)
+    and dataclass-style repr, over a bounded ring of nanosecond samples: the hot path
+    stores one int; ``cpu_elapsed_times`` is made from the ring when read (a copy:
+    appending to it does not add a sample).
     """
 
     __slots__ = ("location", "name", "profiling_interval", "times", "total_entry_cnt")
 
+    max_elapseds_len = _MaxElapsedsLen()
+
     def __init__(
-        self, name: str, location: str, *, capacity: int = 8192, profiling_interval: int = 1
+        self,
+        name: str,
+        location: str,
+        total_entry_cnt: int = 0,
+        max_elapseds_len: int = DEFAULT_MAX_ELAPSEDS_LEN,
+        cpu_elapsed_times: Iterable[float] | None = None,
+        *,
+        profiling_interval: int = 1,
     ) -> None:
         self.name = name
         self.location = location
-        self.total_entry_cnt = 0
+        self.total_entry_cnt = total_entry_cnt
         self.profiling_interval = profiling_interval
-        self.times = RingBuffer(capacity)
+        self.times = RingBuffer(max_elapseds_len)
+        for ms in cpu_elapsed_times or ():
+            self.times.add(round(ms * 1e6))
 
     @property
-    def max_elapseds_len(self) -> int:
-        return self.times.capacity
-
-    @property
-    def cpu_elapsed_times(self) -> list[float]:
-        """Times kept in this window, in milliseconds (NVRx's unit)."""
-        n = len(self.times)
-        return [t * 1e-6 for t in self.times._buf[:n]]
+    def cpu_elapsed_times(self) -> deque[float]:
+        """Times kept in this window, oldest first, in milliseconds (NVRx's unit)."""
+        ring = self.times
+        n = len(ring)
+        buf = ring._buf
+        if ring.count > n:  # wrapped: the oldest sample sits at the write position
+            start = ring.count & ring._mask
+            ordered = buf[start:n] + buf[:start]
+        else:
+            ordered = buf[:n]
+        return deque((t * 1e-6 for t in ordered), maxlen=ring.capacity)
 
     def __repr__(self) -> str:
         return (
             f"CustomSection(name={self.name!r}, location={self.location!r}, "
-            f"total_entry_cnt={self.total_entry_cnt})"
+            f"total_entry_cnt={self.total_entry_cnt!r}, "
+            f"max_elapseds_len={self.max_elapseds_len!r}, "
+            f"cpu_elapsed_times={self.cpu_elapsed_times!r})"
         )
 
 
@@ -183,7 +217,10 @@ class SectionTable:
                     table[name] = alias
                     return alias
                 section = CustomSection(
-                    name, location, capacity=self._capacity, profiling_interval=self._interval
+                    name,
+                    location,
+                    max_elapseds_len=self._capacity,
+                    profiling_interval=self._interval,
                 )
                 self.sections[name] = section
             h = SectionHandle(section, self._backend if profile_cuda else None, self._guard)
@@ -200,7 +237,7 @@ class SectionTable:
             section = CustomSection(
                 OVERFLOW_SECTION,
                 location,
-                capacity=self._capacity,
+                max_elapseds_len=self._capacity,
                 profiling_interval=self._interval,
             )
             self.sections[OVERFLOW_SECTION] = section

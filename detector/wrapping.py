@@ -20,10 +20,18 @@ _MISSING = object()
 
 @dataclass(frozen=True)
 class CallableId:
-    """A callable to time: ``getattr(obj, name)``; ``obj`` is a module, class or instance."""
+    """A callable to time: ``getattr(obj, name)``; ``obj`` is a module, class or instance.
+
+    ``arg_filter_fn``, ``extra_args_fn`` and ``ignored_args`` are NVRx's fields with
+    NVRx's meaning: accepted, kept, part of equality and hashing, and not used for timing
+    (NVRx declares them and never reads them; every call is timed under ``str(id)``).
+    """
 
     obj: object
     name: str
+    arg_filter_fn: Callable[[inspect.BoundArguments], bool] | None = None
+    extra_args_fn: Callable[[inspect.BoundArguments], dict[str, Any]] | None = None
+    ignored_args: tuple[str, ...] | None = None
 
     def __str__(self) -> str:
         obj = self.obj

@@ -53,12 +53,23 @@ def demo_rank(rank: int, world_size: int, config: DemoConfig, out_dir: str) -> N
             if report is not None:
                 last = report
         final = Detector.generate_report()
-        last = final or last
+        # The steps since the last interval report may be none: that window's scores are
+        # all NaN (as in NVRx), and the one before says more.
+        if final is not None and _measured(final):
+            last = final
     finally:
         Detector.shutdown()
     if rank == 0 and last is not None:
         with open(os.path.join(out_dir, "report.pkl"), "wb") as f:
             pickle.dump(last, f)
+
+
+def _measured(report: Report) -> bool:
+    return any(
+        score == score  # NaN is the one value unequal to itself
+        for scores in report.section_relative_perf_scores.values()
+        for score in scores.values()
+    )
 
 
 def render_report(report: Report, title: str = "pacekeeper: section scores") -> Table:

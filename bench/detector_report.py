@@ -74,7 +74,7 @@ def bench_rank(rank: int, world_size: int, out_dir: str) -> None:
     for gather, kernels in ((True, False), (False, False), (True, True), (False, True)):
         if kernels:
             backend = SyntheticKernels(rank)
-            cupti_ext.select_backend = lambda requested=None, b=backend: (  # type: ignore[assignment]
+            cupti_ext.select_backend = lambda requested=None, b=backend, **_options: (  # type: ignore[assignment]
                 b,
                 BackendChoice("synthetic", "benchmark"),
             )

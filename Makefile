@@ -9,7 +9,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S ?= 2
 export RAY_USAGE_STATS_ENABLED ?= 0
 
-.PHONY: venv demo test lint bench clean realserver
+.PHONY: venv demo test lint bench clean realserver image
 
 $(STAMP): pyproject.toml constraints.txt setup.py cupti_ext/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -42,7 +42,14 @@ lint: venv
 realserver:
 	bash tests/realserver/build.sh
 
-test: venv lint realserver
+# The controller image (Dockerfile), built offline: buildah over a Debian root filesystem
+# from debootstrap, no registry (about 2 minutes on a fresh machine, needs root for apt,
+# cached in ~/.cache/pacekeeper-image by a hash of its inputs). tests/k8s/test_image.py
+# runs it. With a Docker engine: docker build -t pacekeeper-controller .
+image:
+	bash tests/image/build.sh
+
+test: venv lint realserver image
 	$(PY) -m pytest
 
 bench: venv

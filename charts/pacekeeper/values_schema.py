@@ -58,8 +58,9 @@ class _Values(BaseModel):
 
 
 class Image(_Values):
-    repository: str = Field(default="ghcr.io/pacekeeper/pacekeeper", min_length=1)
+    repository: str = Field(default="localhost/pacekeeper-controller", min_length=1)
     tag: str = Field(default="", description="Image tag. Empty: the chart's appVersion.")
+    digest: str = Field(default="", pattern=r"^(sha256:[0-9a-f]{64})?$")
     pull_policy: PullPolicy = "IfNotPresent"
 
 
@@ -96,6 +97,13 @@ class Controller(_Values):
     pod_security_context: dict[str, Any] = Field(description="Pod securityContext.")
     leader_election: LeaderElection = LeaderElection()
     logging: Logging = Logging()
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Reconciles in flight at once, never two of one job; null: the "
+        "controller's default (4).",
+    )
     pod_annotations: StringMap = {}
     pod_labels: StringMap = {}
     priority_class_name: str = ""

@@ -86,6 +86,15 @@ FEATURES: dict[str, dict[str, Any]] = {
         }
     },
     "text-logs": {"controller": {"logging": {"format": "text", "level": "debug"}}},
+    "image-digest": {
+        "controller": {
+            "image": {
+                "repository": "registry.invalid/ml-platform/pacekeeper-controller",
+                "tag": "0.1.0",
+                "digest": "sha256:" + "0123456789abcdef" * 4,
+            }
+        }
+    },
 }
 
 

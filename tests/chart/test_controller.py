@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import helm_python as helm
 import pytest
 from chart_cases import FEATURES, GPU_POLICY
 from chart_render import NAMESPACE, RELEASE, notes, one, pod_specs, render
@@ -127,11 +128,26 @@ def test_scheduling_values_reach_the_pod() -> None:
     assert pod["metadata"]["labels"]["cost-center"] == "ml"
 
 
-def test_image_tag_defaults_to_app_version() -> None:
+def test_image_defaults_to_what_make_image_builds_tagged_with_the_app_version() -> None:
     container = controller_pod()["spec"]["containers"][0]
-    assert container["image"] == "ghcr.io/pacekeeper/pacekeeper:0.1.0"
+    assert container["image"] == "localhost/pacekeeper-controller:0.1.0"  # tests/image/build.sh
     tagged = controller_pod({"controller": {"image": {"tag": "v9"}}})["spec"]["containers"][0]
     assert tagged["image"].endswith(":v9")
+
+
+def test_a_digest_pins_the_image_and_the_tag_is_ignored() -> None:
+    values = FEATURES["image-digest"]
+    image = values["controller"]["image"]
+    container = controller_pod(values)["spec"]["containers"][0]
+    assert container["image"] == f"{image['repository']}@{image['digest']}"
+
+
+@pytest.mark.parametrize(
+    "digest", ["latest", "sha256:abc", "sha512:" + "0" * 128, "SHA256:" + "A" * 64]
+)
+def test_a_digest_that_is_not_sha256_hex_fails_at_install(digest: str) -> None:
+    with pytest.raises(helm.HelmValuesError, match="/controller/image/digest"):
+        render({"controller": {"image": {"digest": digest}}})
 
 
 @pytest.mark.parametrize("mode", ["observe", "dry-run", "enforce"])

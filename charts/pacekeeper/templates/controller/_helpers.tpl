@@ -10,8 +10,14 @@ app.kubernetes.io/component: controller
 app.kubernetes.io/component: controller
 {{- end -}}
 
+{{/* repository@digest when a digest is set (it pins what runs), else repository:tag. */}}
 {{- define "pacekeeper.controller.image" -}}
-{{- printf "%s:%s" .Values.controller.image.repository (default .Chart.AppVersion .Values.controller.image.tag) -}}
+{{- $image := .Values.controller.image -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "pacekeeper.controller.leaseName" -}}
@@ -32,4 +38,8 @@ app.kubernetes.io/component: controller
 - {{ ternary .Values.metrics.port 0 .Values.metrics.enabled | quote }}
 - --log-format
 - {{ .Values.controller.logging.format }}
+{{- with .Values.controller.workers }}
+- --workers
+- {{ . | quote }}
+{{- end }}
 {{- end -}}

@@ -30,6 +30,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     StringConstraints,
     ValidationError,
     field_validator,
@@ -85,7 +86,7 @@ def _check_share(value: float | None) -> float | None:
 
 Share = Annotated[float | None, AfterValidator(_check_share)]
 CoordName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,15}$")]
-CoordValue = Annotated[int, Field(ge=0, lt=MAX_COORD_VALUE)]
+CoordValue = Annotated[int, Strict(), Field(ge=0, lt=MAX_COORD_VALUE)]
 
 
 class _Model(BaseModel):
@@ -134,6 +135,16 @@ class KernelTiming(_Model):
     backend: str = "none"
     reason: str = ""
     dropped_records: int = Field(default=0, ge=0)
+    attributed_records: int = Field(default=0, ge=0)
+    """Kernel records of the reporting rank's window timed inside a traced section
+    entry (optional, absent in older reports, like the three below)."""
+    unattributed_records: int = Field(default=0, ge=0)
+    """Kernel records traced but launched outside every traced section entry."""
+    held_records: int = Field(default=0, ge=0)
+    """Kernel records still waiting for their section's markers at the report (an entry
+    open across it); they count in a later window."""
+    lost_markers: int = Field(default=0, ge=0)
+    """Section markers that never came: their entries' kernels count as unattributed."""
 
 
 class RankScores(_Model):
@@ -201,8 +212,14 @@ class PeerSummary(_Model):
     peers: str
     """``peer_key`` of the group (``""``: the whole job)."""
     ranks: int = Field(ge=0)
-    gpu_relative: Spread | None = None
-    section_relative: dict[str, Spread] = Field(default_factory=dict)
+    spreads: dict[str, Spread] = Field(default_factory=dict)
+    """By ``score_key``: ``gpuRelative``, ``gpuIndividual``, ``sectionRelative/<name>``,
+    ``sectionIndividual/<name>``."""
+
+
+def score_key(kind: str, section: str | None = None) -> str:
+    """Name of one score of a rank in ``PeerSummary.spreads``."""
+    return kind if section is None else f"{kind}/{section}"
 
 
 class NodeSummary(_Model):
@@ -398,43 +415,40 @@ def summarize(ranks: list[RankScores], world_size: int) -> Summary:
     )
 
 
-def _spread(values: list[float]) -> Spread | None:
-    if not values:
-        return None
-    med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values)
-    # Four decimals: a reference needs no more, and 64 groups x sections stay small.
-    return Spread(median=round(med, 4), mad=round(mad, 4), n=len(values))
-
-
 def peer_summaries(ranks: Iterable[RankScores]) -> list[PeerSummary]:
-    """Per peer group (``peer_key``), the spread of the GPU and each section's relative
-    score; the ``MAX_PEER_SUMMARIES`` largest groups, by key. Groups with no relative
-    score at all are left out."""
+    """Per peer group (``peer_key``), the spread of each of its scores; the
+    ``MAX_PEER_SUMMARIES`` largest groups, by key. Groups with no score are left out."""
     groups: dict[str, list[RankScores]] = {}
     for r in ranks:
         groups.setdefault(peer_key(r), []).append(r)
     largest = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_PEER_SUMMARIES]
     out = []
     for key, members in sorted(largest):
-        gpu = [r.gpu_relative for r in members if r.gpu_relative is not None]
-        sections: dict[str, list[float]] = {}
+        values: dict[str, list[float]] = {}
         for r in members:
-            for name, v in r.section_relative.items():
+            for name, v in _scores_of(r):
                 if v is not None:
-                    sections.setdefault(name, []).append(v)
-        spreads = {name: _spread(vs) for name, vs in sorted(sections.items())}
-        if not gpu and not sections:
-            continue
-        out.append(
-            PeerSummary(
-                peers=key,
-                ranks=len(members),
-                gpu_relative=_spread(gpu),
-                section_relative={k: v for k, v in spreads.items() if v is not None},
-            )
-        )
+                    values.setdefault(name, []).append(v)
+        spreads = {name: _spread(vs) for name, vs in sorted(values.items())}
+        if spreads:
+            out.append(PeerSummary(peers=key, ranks=len(members), spreads=spreads))
     return out
+
+
+def _scores_of(r: RankScores) -> Iterable[tuple[str, float | None]]:
+    yield "gpuRelative", r.gpu_relative
+    yield "gpuIndividual", r.gpu_individual
+    for name, v in r.section_relative.items():
+        yield score_key("sectionRelative", name), v
+    for name, v in r.section_individual.items():
+        yield score_key("sectionIndividual", name), v
+
+
+def _spread(values: list[float]) -> Spread:
+    med = statistics.median(values)
+    mad = statistics.median(abs(v - med) for v in values)
+    # Four decimals: a reference needs no more, and 64 groups x sections stay small.
+    return Spread(median=round(med, 4), mad=round(mad, 4), n=len(values))
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:

@@ -9,10 +9,13 @@ import typer
 
 from pacekeeper.controller.cli.operator import operator_app
 from pacekeeper.controller.cli.policy import policy_app
+from pacekeeper.controller.cli.traces import export_app, trace_app
 
 app = typer.Typer(no_args_is_help=True, help="pacekeeper: find slow ranks and act on them, safely.")
 app.add_typer(policy_app, name="policy")
 app.add_typer(operator_app, name="operator")
+app.add_typer(trace_app, name="trace")
+app.add_typer(export_app, name="export")
 
 
 @app.command()

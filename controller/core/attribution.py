@@ -1,8 +1,11 @@
 """Who is slow: one rank, all ranks of a node, the whole job, or the workload itself.
 
 Pure functions on one report (``digest``) and on the job's short history
-(``is_imbalanced``). Only rank and node findings may lead to actions; a job-wide
-slowdown and workload imbalance never lead to hardware (node) actions.
+(``imbalance_of``). Only rank and node findings may lead to actions; a job-wide
+slowdown and workload imbalance or structure never lead to hardware (node) actions.
+Each rank is judged against its peers (``peers``: robust reference, victims and
+culprits of collective waits); a slow set that lines up with the job's parallel
+topology is structure (``structure``).
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import assert_never
 
+from pacekeeper.controller.core import peers
 from pacekeeper.controller.core.ids import NodeName, Rank
 from pacekeeper.controller.core.policy import Policy, ScoreKind, ScoreSelector
 from pacekeeper.controller.core.state import HistoryEntry
+from pacekeeper.controller.core.structure import Alignment, align
 from pacekeeper.detector.score_report import RankScores, ScoreReport
 
 HISTORY_BELOW_CAP = 64
@@ -30,6 +35,8 @@ class Verdict(StrEnum):
     JOB_WIDE = "jobWide"
     STRUCTURAL = "structural"
     """Too many nodes slow at once to be hardware: the workload's shape."""
+    ALIGNED = "aligned"
+    """Every slow rank lies in whole cells of one parallelism dimension (``structure``)."""
 
 
 class Finding(StrEnum):
@@ -103,7 +110,19 @@ class Digest:
 
     worst_rank: int | None
     worst_score: float | None
+    victims: dict[int, float] = field(default_factory=dict)
+    """Rank -> wait share: slow on the judged score only because it waited (``peers``)."""
+    culprits: dict[int, float] = field(default_factory=dict)
+    """Rank -> busy score: ranks the others wait for, judged by it."""
+    reported_below: frozenset[int] | None = None
+    """Ranks below ``act`` on the scores as reported, victims left out (``peers``);
+    None: the same as ``below``."""
     _listed: set[int] | None = None
+
+    def measured_ranks(self) -> set[int]:
+        """Listed ranks with a usable score (below or not)."""
+        skip = set(self.unknown) | set(self.insufficient)
+        return {r.rank for r in self.report.ranks if r.rank not in skip}
 
     def node_state(self, node: NodeName, recover: float) -> str:
         """``recovered`` | ``below`` | ``between`` | ``unknown`` | ``absent``."""
@@ -170,14 +189,15 @@ def samples_getter(sel: ScoreSelector) -> Callable[[RankScores], int]:
 
 
 def digest(report: ScoreReport, policy: Policy) -> Digest:
-    """Classify every rank of one report against the policy's thresholds.
+    """Classify every rank of one report against the policy's thresholds, each judged
+    against its peers as ``policy.score.reference`` says (``peers.judge``).
 
     A rank without the selected score, or with fewer than ``minSamples`` samples, is
     Unknown. In a truncated (compact) report an absent rank counts as at or above the
     threshold only when its node's minimum (over every score kind, so a lower bound of
     the selected one) is; otherwise it is Unknown too.
     """
-    get = score_getter(policy.score)
+    judged = peers.judge(report, policy, score_getter(policy.score))
     samples = samples_getter(policy.score)
     act = policy.thresholds.act
     min_samples = policy.persistence.min_samples
@@ -194,7 +214,7 @@ def digest(report: ScoreReport, policy: Policy) -> Digest:
     nd = NodeDigest()
     # The hot loop (once per rank per report): ranks of a node come together, so the
     # node's digest is looked up once per node, not once per rank.
-    for r in report.ranks:
+    for r, s in zip(report.ranks, judged.values, strict=True):
         if r.node != last_node:
             last_node = r.node
             found = nodes.get(NodeName(last_node))
@@ -202,7 +222,6 @@ def digest(report: ScoreReport, policy: Policy) -> Digest:
                 found = nodes[NodeName(last_node)] = NodeDigest()
             nd = found
         nd.ranks += 1
-        s = get(r)
         if s is None:
             nd.unknown += 1
             unknown.append(r.rank)
@@ -242,6 +261,9 @@ def digest(report: ScoreReport, policy: Policy) -> Digest:
         report=report,
         worst_rank=worst_rank,
         worst_score=worst_score,
+        victims=judged.victims,
+        culprits=judged.culprits,
+        reported_below=judged.reported_below,
     )
 
 
@@ -277,6 +299,8 @@ class Attribution:
     below_fraction: float
     slow_nodes: int
     job_nodes: int
+    alignment: Alignment | None = None
+    """The slow ranks that line up with a parallelism dimension (never findings)."""
 
 
 def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None) -> Attribution:
@@ -289,8 +313,25 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
     job_nodes = len(d.nodes)
     below_fraction = len(d.below) / d.measured if d.measured else 0.0
     slow_nodes = len({d.node_of[r] for r in d.below})
+    aligned = align(d.report, d.below, d.measured_ranks()) if len(d.below) > 1 else None
+    if aligned is not None and set(d.below) <= aligned.ranks:
+        return Attribution(
+            Verdict.ALIGNED, (), below_fraction, slow_nodes, job_nodes, alignment=aligned
+        )
     if d.measured and below_fraction >= cfg.job_wide_fraction and len(d.below) > 1:
         return Attribution(Verdict.JOB_WIDE, (), below_fraction, slow_nodes, job_nodes)
+    far = d.reported_below or frozenset()
+    reported = len(far) / d.measured if d.measured else 0.0
+    if reported >= cfg.job_wide_fraction and len(far) > 1:
+        # Most ranks far from the fastest as reported: the job's shape (named when it
+        # lines up with a dimension) or a section holding a collective (all wait for
+        # one); no rank is judged alone.
+        shape = align(d.report, far, d.measured_ranks())
+        if shape is not None and far <= shape.ranks:
+            return Attribution(
+                Verdict.ALIGNED, (), reported, slow_nodes, job_nodes, alignment=shape
+            )
+        return Attribution(Verdict.JOB_WIDE, (), reported, slow_nodes, job_nodes)
     if (
         slow_nodes >= cfg.structural_min_nodes
         and job_nodes
@@ -298,6 +339,8 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
     ):
         return Attribution(Verdict.STRUCTURAL, (), below_fraction, slow_nodes, job_nodes)
     wanted = set(d.below) if candidates is None else set(candidates) & set(d.below)
+    if aligned is not None:
+        wanted -= aligned.ranks
     by_node: dict[NodeName, list[int]] = {}
     for r in wanted:
         by_node.setdefault(d.node_of[r], []).append(r)
@@ -314,7 +357,9 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
             )
         )
     findings.sort(key=lambda f: (f.min_score, f.node))
-    return Attribution(Verdict.LOCAL, tuple(findings), below_fraction, slow_nodes, job_nodes)
+    return Attribution(
+        Verdict.LOCAL, tuple(findings), below_fraction, slow_nodes, job_nodes, alignment=aligned
+    )
 
 
 def imbalance_of(

@@ -32,6 +32,7 @@ class Reason(StrEnum):
     NOT_OURS = "NotOurs"
     OPTED_OUT = "OptedOut"
     WORKLOAD_IMBALANCE = "WorkloadImbalance"
+    WORKLOAD_STRUCTURE = "WorkloadStructure"
     JOB_WIDE_SLOWDOWN = "JobWideSlowdown"
     PDB_BLOCKED = "PdbBlocked"
     # Beyond the design's list (docs/controller.md says why each exists):

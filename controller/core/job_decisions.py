@@ -49,7 +49,13 @@ def judge(run: Run, ctx: JobRun, d: Digest) -> None:
         "slowNodes": att.slow_nodes,
         "jobNodes": att.job_nodes,
         "sequence": d.sequence,
+        **_wait_evidence(d),
     }
+    if att.alignment is not None:
+        # The aligned ranks are the workload's shape: one hold names the dimension, and
+        # they are no finding (the rest of the report is judged as usual).
+        ev = {**base, **att.alignment.evidence()}
+        run.job_hold(ctx, Reason.WORKLOAD_STRUCTURE, ev)
     match att.verdict:
         case Attributed.JOB_WIDE:
             run.job_hold(ctx, Reason.JOB_WIDE_SLOWDOWN, {**base, **_ranks_evidence(d.below)})
@@ -57,6 +63,8 @@ def judge(run: Run, ctx: JobRun, d: Digest) -> None:
         case Attributed.STRUCTURAL:
             ev = {**base, "kind": "structural", **_ranks_evidence(d.below)}
             run.job_hold(ctx, Reason.WORKLOAD_IMBALANCE, ev)
+            return
+        case Attributed.ALIGNED:
             return
         case Attributed.LOCAL:
             pass
@@ -81,8 +89,20 @@ def judge(run: Run, ctx: JobRun, d: Digest) -> None:
             "worstRank": d.worst_rank,
             "measured": d.measured,
             "sequence": d.sequence,
+            **_wait_evidence(d),
         }
         run.job_hold(ctx, Reason.HEALTHY, ev)
+
+
+def _wait_evidence(d: Digest) -> dict[str, Any]:
+    """Victims lifted and the ranks they wait for, when the report carried wait shares."""
+    ev: dict[str, Any] = {}
+    if d.victims:
+        ev["victims"] = _ranks_evidence(d.victims)
+    if d.culprits:
+        worst = sorted(d.culprits, key=lambda r: (d.culprits[r], r))[:EVIDENCE_RANKS_CAP]
+        ev["waitedFor"] = {str(r): d.culprits[r] for r in worst}
+    return ev
 
 
 def _ranks_evidence(ranks: Mapping[int, float] | list[int]) -> dict[str, Any]:
@@ -115,8 +135,10 @@ def _candidate(
         "ranks": list(f.ranks),
         "scores": {str(r): round(d.below[r], 4) for r in f.ranks},
         "threshold": ctx.policy.thresholds.act,
+        "reference": ctx.policy.score.reference.value,
         "consecutive": {str(r): streaks[Rank(r)].count for r in f.ranks if Rank(r) in streaks},
         "sequence": d.sequence,
+        **_wait_evidence(d),
     }
     imb = imbalance_of(ctx.state.history, persistent or f.ranks, ctx.policy)
     if imb is not None:

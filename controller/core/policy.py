@@ -19,9 +19,9 @@ live in ``policy_types.py``, budgets, breaker and the enforce-mode rules in
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, Strict, ValidationError, model_validator
 
 # Relative on purpose: mypy checks this folder as ``controller.core.*``, where an absolute
 # ``pacekeeper.`` import is an unresolved Any and the models could not subclass PolicyModel.
@@ -53,6 +53,7 @@ from .policy_types import (
     Percent,
     PolicyModel,
     PositiveSeconds,
+    Reference,
     ScoreKind,
     Seconds,
     UnitInterval,
@@ -88,6 +89,7 @@ __all__ = [
     "PolicyError",
     "PositiveSeconds",
     "Recovery",
+    "Reference",
     "ScoreKind",
     "ScoreSelector",
     "Seconds",
@@ -117,6 +119,14 @@ class ScoreSelector(PolicyModel):
     """gpuRelative | gpuIndividual | sectionRelative | sectionIndividual | worst (lowest of all)."""
     section: str | None = None
     """Section name; required for sectionRelative/sectionIndividual, refused otherwise."""
+    reference: Reference = Reference.PEER_MEDIAN
+    """peerMedian: each score against the median of the ranks doing the same work (same
+    group, else same coordinates but the replica ones, else the whole job); individual
+    scores stay against the rank's own baseline, divided by the peers' median of them |
+    best: the scores as reported (relative ones against the job's fastest rank)."""
+    min_deviations: Annotated[float, Strict(), Field(ge=0, le=100)] | None = 3.0
+    """peerMedian only: a rank is slow only when also this many robust spreads (1.4826 x
+    the peers' median absolute deviation) below its peers' median (null: no such test)."""
 
     @model_validator(mode="after")
     def _section_matches_kind(self) -> Self:
@@ -265,6 +275,10 @@ class Attribution(PolicyModel):
     imbalance_min_below_fraction: UnitInterval = 0.8
     """In an imbalanced job a rank is still a fault when it was slow in this share of the
     history's reports."""
+    victim_min_wait_share: UnitInterval = 0.05
+    """A rank that waits in communication for at least this share of the window, and whose
+    own work (the time it does not wait) is no slower than its peers', is a victim of the
+    rank it waits for: never a suspect. Needs reports carrying waitShare."""
 
     @model_validator(mode="after")
     def _distinct_fits(self) -> Self:

@@ -50,6 +50,15 @@ class ScoreKind(StrEnum):
     WORST = "worst"
 
 
+class Reference(StrEnum):
+    """What a relative score is measured against."""
+
+    PEER_MEDIAN = "peerMedian"
+    """The median of the rank's peers (the ranks doing the same work), with their spread."""
+    BEST = "best"
+    """The fastest rank of the job, as the score arrives (NVRx's reference)."""
+
+
 class ActionKind(StrEnum):
     """The ladder's steps, in escalation order."""
 

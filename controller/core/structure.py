@@ -1,0 +1,119 @@
+"""Structure is not hardware: does a report's slow set line up with a parallelism
+dimension?
+
+Independent hardware faults strike single GPUs and single nodes. A slow set that is a
+whole slice of the job's topology — every rank of pipeline stage 3 (``pp=3``), every
+data-parallel replica of a stage, the same tensor-parallel rank in every group — or
+several whole groups along one dimension (two TP groups at once) is the shape of the
+work: the last stage computes the loss, one replica got the long sequences. Such ranks
+get a ``WorkloadStructure`` hold naming the dimension, never a hardware action.
+
+A whole slice of a dimension that says which work a rank does (``pp``: every replica of
+a stage) is structure on any node layout. Along the replica dimensions (dp, tp, cp),
+whose ranks should all do the same work, a slow set that is exactly one whole node, or
+one whole group on a single node (a TP group is often one node), stays a node finding:
+that is what a slow node looks like too. Only reports that list every rank are read (a
+bounded report leaves the cells' other members out), and only ranks that carry
+``coords``.
+
+Separate from ``attribution`` because it reads the topology, not the scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pacekeeper.detector.score_report import REPLICA_DIMENSIONS, ScoreReport
+
+Kind = Literal["slice", "groups"]
+
+
+@dataclass(frozen=True, slots=True)
+class Alignment:
+    """The part of the slow set that lines up with ``dimension``."""
+
+    dimension: str
+    kind: Kind
+    """``slice``: all ranks with one value of the dimension (``pp=3``); ``groups``: all
+    ranks that differ only in the dimension (a TP group: ``dp=1,pp=2``)."""
+    cells: tuple[str, ...]
+    ranks: frozenset[int]
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "dimension": self.dimension,
+            "alignment": self.kind,
+            "cells": list(self.cells),
+            "alignedRanks": sorted(self.ranks)[:64],
+            "aligned": len(self.ranks),
+        }
+
+
+def align(
+    report: ScoreReport, below: Collection[int], measured: Collection[int]
+) -> Alignment | None:
+    """The dimension whose whole cells cover most of ``below`` (at least two ranks),
+    or None. ``measured``: the ranks with a usable score (a cell is whole when every
+    measured member is below)."""
+    if report.truncated or len(below) < 2:
+        return None
+    wanted = set(measured)
+    coords: dict[int, Mapping[str, int]] = {}
+    nodes: dict[int, str] = {}
+    for r in report.ranks:
+        if r.rank in wanted and r.coords:
+            coords[r.rank] = r.coords
+            nodes[r.rank] = r.node
+    slow = {r for r in below if r in coords}
+    if len(slow) < 2:
+        return None
+    dims = sorted(set.intersection(*(set(c) for c in coords.values())))
+    best: tuple[tuple[int, int, int, str], Alignment] | None = None
+    for dim in dims:
+        for kind in ("slice", "groups"):
+            found = _whole_cells(dim, kind, coords, slow, nodes)
+            if found is None:
+                continue
+            rank = (-len(found.ranks), len(found.cells), kind != "slice", dim)
+            if best is None or rank < best[0]:
+                best = (rank, found)
+    return None if best is None else best[1]
+
+
+def _whole_cells(
+    dim: str,
+    kind: Kind,
+    coords: Mapping[int, Mapping[str, int]],
+    slow: set[int],
+    nodes: Mapping[int, str],
+) -> Alignment | None:
+    cells: dict[str, list[int]] = {}
+    for rank, c in coords.items():
+        cells.setdefault(_cell(dim, kind, c), []).append(rank)
+    if len(cells) < 2:
+        return None  # the dimension does not split this job
+    whole = {
+        name: members
+        for name, members in cells.items()
+        if len(members) >= 2 and all(m in slow for m in members)
+    }
+    if kind == "groups" and len(whole) == 1:
+        (members,) = whole.values()
+        if len({nodes[m] for m in members}) < 2:
+            return None  # one group on one node: a slow node looks the same
+    covered = frozenset(m for members in whole.values() for m in members)
+    if len(covered) < 2 or len(covered) == len(coords):
+        return None  # nothing to explain, or the whole job (job-wide)
+    hosts = {nodes[m] for m in covered}
+    work = kind == "slice" and dim not in REPLICA_DIMENSIONS
+    if not work and len(hosts) == 1 and all(m in covered for m in coords if nodes[m] in hosts):
+        return None  # exactly one whole node: a slow node looks the same
+    return Alignment(dim, kind, tuple(sorted(whole)), covered)
+
+
+def _cell(dim: str, kind: Kind, c: Mapping[str, int]) -> str:
+    if kind == "slice":
+        return f"{dim}={c[dim]}"
+    return ",".join(f"{k}={v}" for k, v in sorted(c.items()) if k != dim)

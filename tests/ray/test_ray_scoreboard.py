@@ -22,7 +22,13 @@ from pacekeeper.controller.simulation.synthetic import synthetic_report
 from pacekeeper.detector.reporters import Backoff, Publisher
 from pacekeeper.detector.reporters.publish_tokens import PublishRefused
 from pacekeeper.detector.reporters.ray_scoreboard import RayScoreBoardSink, get_scoreboard
-from pacekeeper.detector.score_report import JobIdentity, Platform, ReportRejected, ScoreReport
+from pacekeeper.detector.score_report import (
+    SCHEMA_VERSION,
+    JobIdentity,
+    Platform,
+    ReportRejected,
+    ScoreReport,
+)
 
 HERE = Path(__file__).parent
 FAST = Backoff(base_s=0.01, max_s=0.2)
@@ -151,8 +157,9 @@ def test_bad_reports_are_refused_at_the_board_with_a_clear_error(
     token = register(board, badge)
     good = synthetic_report(job=job, sequence=0)
     ray.get(board.publish.remote(good.to_json(), token, "a"))
-    future = good.to_wire() | {"schemaVersion": 2, "sequence": 1}
-    with pytest.raises(ReportRejected, match="schemaVersion 2 is newer"):
+    newer = SCHEMA_VERSION + 1
+    future = good.to_wire() | {"schemaVersion": newer, "sequence": 1}
+    with pytest.raises(ReportRejected, match=f"schemaVersion {newer} is newer"):
         ray.get(board.publish.remote(json.dumps(future), token, "a"))
     other = JobIdentity(platform=Platform.RAY, name="x", ray_job_id="7f000000")
     with pytest.raises(PublishRefused, match="job identity mismatch"):

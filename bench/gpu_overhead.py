@@ -76,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         help="modes whose generate_report is timed ('' for none)",
     )
     ap.add_argument(
+        "--report-workloads",
+        default="launch_bound",
+        help="workloads whose steps come before each timed report (launch_bound, gemm_bound)",
+    )
+    ap.add_argument(
         "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
     )
     ap.add_argument(

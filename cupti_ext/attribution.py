@@ -10,12 +10,18 @@ the entry whose interval contains its correlation id: a kernel launched outside 
 (or in a section whose entry was not sampled) never counts.
 
 External ids pack ``serial << 17 | section << 1 | is_stop``; serials count entries.
+CUPTI may hand buffers over in any order (records of different kinds or streams go to
+different buffers), so a kernel can arrive before the markers of its entry. The book
+therefore also knows how many entries the backend has marked (``sent``) and which of
+them have shown a marker yet: a kernel above the last entry marker of the entries all
+heard of waits (is held), because an entry not heard of yet may hold it.
+
 Nothing here touches CUPTI: the book is fed decoded arrays, so it is tested on the CPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,7 +136,17 @@ class MarkerBook:
         self._stale: set[int] = set()
         self._abandoned: set[int] = set()  # entries whose exit marker was never sent
         self.lost_markers = 0
-        """Markers dropped because a bound was hit (their kernels count as unattributed)."""
+        """Markers dropped because a bound was hit, and entries given up on (``give_up``)
+        with no marker come (their kernels count as unattributed)."""
+        self.sent: Callable[[], int] | None = None
+        """The backend's count of entries marked so far (serials are 1..sent), read on
+        the buffer thread; None: every marker made is in (the pure tests)."""
+        # Every serial up to _known_through has shown a marker (or was given up on);
+        # _entry_floor is the highest entry-marker id among them, under which no entry
+        # not heard of yet can start (its entry marker came later, from the same thread).
+        self._known_through = 0
+        self._entry_floor = 0
+        self._known_above: dict[int, int] = {}  # serial -> entry marker id (-1: exit only)
 
     def add(self, external_ids: U64, correlation_ids: U32) -> None:
         """Record markers (external id -> the marker call's correlation id)."""
@@ -143,10 +159,19 @@ class MarkerBook:
         buffer holds a few dozen markers, for which numpy's per-call cost is most of
         the work."""
         markers.sort(key=_entry_order)
+        known = self._known_through
+        above = self._known_above
         for packed, c in markers:
             s = serial_of(packed)
             sec = (packed >> 1) & MAX_SECTION_ID
             stop = packed & 1
+            entry_corr = -1 if stop else c
+            if s > known:
+                prev = above.get(s)
+                if prev is None or prev < entry_corr:
+                    above[s] = entry_corr
+            elif entry_corr > self._entry_floor:
+                self._entry_floor = entry_corr
             if s in self._abandoned:
                 if not stop:  # its entry marker: the last of it we will see
                     self._abandoned.discard(s)
@@ -167,17 +192,57 @@ class MarkerBook:
                 self._early_stops[s] = c
             else:
                 self.lost_markers += 1
+        self._advance()
+
+    def _advance(self) -> None:
+        """Move ``_known_through`` over the serials heard of since."""
+        above = self._known_above
+        s, floor = self._known_through, self._entry_floor
+        while s + 1 in above:
+            s += 1
+            floor = max(floor, above.pop(s))
+        self._known_through, self._entry_floor = s, floor
+        if len(above) > self.max_open:
+            # A marker that never comes (lost past a bound) must not hold kernels for
+            # ever: give up on the entries before the oldest heard of.
+            self.give_up(min(above) - 1)
+
+    @property
+    def known_through(self) -> int:
+        """Every entry up to this serial has shown a marker (or was given up on)."""
+        return self._known_through
+
+    def give_up(self, through: int) -> int:
+        """Entries up to serial ``through`` whose markers have not come will not (a
+        report's fence waited for them): stop holding kernels for them. Returns how
+        many of them had shown no marker at all (counted in ``lost_markers``)."""
+        above = self._known_above
+        s, floor, lost = self._known_through, self._entry_floor, 0
+        while s < through:
+            s += 1
+            c = above.pop(s, None)
+            if c is None:
+                lost += 1
+            else:
+                floor = max(floor, c)
+        self._known_through, self._entry_floor = s, floor
+        self.lost_markers += lost
+        self._advance()
+        return lost
 
     def abandon(self, serials: Iterable[int]) -> None:
         """Entries that will never get their exit marker (sending it failed): forget
         them, so they do not hold every later kernel pending. Their markers may still
         be on the way; they are skipped when they come."""
         for s in serials:
+            if s > self._known_through:
+                self._known_above.setdefault(s, -1)
             if self._open.pop(s, None) is None:
                 if len(self._abandoned) >= self.max_open:
                     self._abandoned.clear()  # bounded; at worst a late marker opens it
                 self._abandoned.add(s)
             self._early_stops.pop(s, None)
+        self._advance()
 
     def _close(self, section: int, start: int, stop: int) -> None:
         if self._closed_count >= self.max_closed:
@@ -210,13 +275,14 @@ class MarkerBook:
 
     def pending_bounds(self) -> tuple[int, int]:
         """(after, before): kernels with a correlation id above ``after`` may belong to
-        an entry still open, below ``before`` to an exit whose entry has not come yet;
-        either kind waits for more markers."""
-        if self._open:
-            return min(c for _, c in self._open.values()), 0
-        if self._early_stops:
-            return _NEVER_ABOVE, max(self._early_stops.values())
-        return _NEVER_ABOVE, 0
+        an entry still open or to one not heard of yet, below ``before`` to an exit
+        whose entry has not come yet; either kind waits for more markers."""
+        after = min(c for _, c in self._open.values()) if self._open else _NEVER_ABOVE
+        sent = self.sent
+        if sent is not None and sent() > self._known_through:
+            after = min(after, self._entry_floor)
+        before = max(self._early_stops.values()) if self._early_stops else 0
+        return after, before
 
     def interval_lists(self) -> list[tuple[int, I64, I64]]:
         """(section id, starts, running maximum of stops) of every list ``assign``

@@ -44,13 +44,20 @@ class KernelWindow:
     kernels: dict[str, KernelStat] = field(default_factory=dict)
     sections: dict[str, dict[str, KernelStat]] = field(default_factory=dict)
     dropped_records: int = 0
-    """Kernel records lost (CUPTI buffers full, our queues or bounds hit)."""
+    """Kernel records lost (CUPTI buffers full, our queues or bounds hit, records a
+    forced flush handed over incomplete)."""
     records: int = 0
     """Kernel records timed and attributed to a section in this window."""
     comm_records: int = 0
     """Communication kernels seen and left out of ``kernels`` and ``sections``."""
     unattributed_records: int = 0
     """Kernel records traced but launched outside every sampled section entry."""
+    held_records: int = 0
+    """Kernel records still waiting for their section's markers when the window closed
+    (an entry still open at the report); they count in a later window."""
+    lost_markers: int = 0
+    """Section markers that never came or were dropped at a bound: their entries'
+    kernels count as unattributed."""
 
 
 @runtime_checkable

@@ -29,6 +29,7 @@ from .attribution import MAX_SECTION_ID, encode_external_id
 from .backend import KernelWindow
 from .cupti_buffers import BUFFER_BYTES, BufferIntake, RawBuffers, register_callbacks_function
 from .cupti_env import (
+    BEFORE_PROFILER,
     BUFFER_ENV,
     MARKER_ENV,
     SAMPLE_EVERY_ENV,
@@ -159,6 +160,14 @@ class CuptiBackend:
         # The kind switched with kernel records: memset markers are recorded only then.
         self._memset_kind: Any = None if self._session.memset is None else c.ActivityKind.MEMSET
         self._builder.received = 0  # the self-check's records are not a window's
+        # Kernels above the markers of the entries all heard of wait for the rest: CUPTI
+        # may hand a buffer of kernels over before the buffer of their markers.
+        self._builder.book.sent = self._marked
+        BEFORE_PROFILER.append(self._yield_to_profiler)  # once CUPTI is ours for sure
+
+    def _marked(self) -> int:
+        """Entries marked so far (the buffer thread reads it; serials are 1..this)."""
+        return self._serial
 
     @property
     def marker_mode(self) -> str:
@@ -215,11 +224,51 @@ class CuptiBackend:
                 )
             return True
         if self._paused:
-            # The profiler registered its own buffer callbacks; take them back.
-            self._session.resume()
-            self._paused = False
-            logger.warning("torch.profiler stopped: kernel timing resumed")
+            return not self._resume()
         return False
+
+    def _yield_to_profiler(self) -> None:
+        """A torch profiler is about to take CUPTI (called just before it prepares
+        Kineto, on the thread starting it): pause, and first hand ourselves what CUPTI
+        holds of our records, or they and their entries' markers would reach the
+        profiler's callbacks instead (issue 19). The kinds stay as they are: the
+        profiler enables its own, ours among them."""
+        if self._closed or self._paused:
+            return
+        self._paused = True
+        self._gated = False
+        if self._active:
+            self._active = False  # the entry's exit marker would reach the profiler
+            serials = [serial for serial, _ in self._stack]
+            self._stack.clear()
+            with self._lock:
+                self._builder.book.abandon(serials)
+        try:
+            import torch
+
+            if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+                torch.cuda.synchronize()  # running kernels' records are incomplete
+            self._c.activity_flush_all(1)
+        except Exception as e:
+            self._fail("yield", e)
+        logger.warning("CUPTI in use by torch.profiler: kernel timing paused until it stops")
+
+    def _resume(self) -> bool:
+        """The profiler stopped: take CUPTI back, and say so only once markers come
+        again (cupti_session.py checks, and changes the marker mode where it must)."""
+        self._paused = False
+        try:
+            self._marker = self._session.resume(self._marker, self.self_check_timeout_s)
+        except Exception as e:
+            self._closed = True  # nothing more is traced; reports carry no GPU score
+            self._fail("resume", e)
+            logger.warning("torch.profiler stopped, but kernel timing could not resume")
+            return False
+        self._memset_kind = None if self._session.memset is None else self._c.ActivityKind.MEMSET
+        logger.warning(
+            "torch.profiler stopped: kernel timing resumed", extra={"marker": self.marker_mode}
+        )
+        return True
 
     def start(self, section: str) -> None:
         # Untraced entries (all but one in N) leave here after a few dict operations:
@@ -313,19 +362,30 @@ class CuptiBackend:
             t0 = time.perf_counter()
             intake = self._intake
             buffers0, handling0 = intake.buffers_handled, intake.handling_s
+            if not self._closed:
+                self._profiler_busy()  # a profiler that came and went: take CUPTI back
             live = not self._closed and not self._paused
             if self._depth == 0:
                 self._ungate()
+            marked, book = self._serial, self._builder.book
             # The detector synchronizes before collecting, so every kernel has finished
-            # and a forced flush hands over complete records at once.
+            # and a forced flush hands over complete records at once; the wait is for
+            # the fence and every marker made before it (they may come after it).
             if live and not self._session.fence(
-                self._marker, self.fence_timeout_s, gated=self._gated, forced=True
+                self._marker,
+                self.fence_timeout_s,
+                gated=self._gated,
+                forced=True,
+                ready=lambda: book.known_through >= marked,
             ):
                 self._fail("fence", TimeoutError("CUPTI buffers not delivered in time"))
             t1 = time.perf_counter()
             cupti_dropped = 0 if self._closed else self._cupti_dropped()
             t2 = time.perf_counter()
             with self._lock:
+                # Markers not in by now will not come (or went to a profiler that holds
+                # CUPTI): rule on the kernels held for them.
+                self._builder.settle(marked)
                 received = self._builder.received
                 window = self._builder.take(self._section_names, cupti_dropped)
             self._last_collect = {
@@ -341,6 +401,14 @@ class CuptiBackend:
             self._resample(window)
             if window.dropped_records:
                 logger.warning("kernel records dropped", extra={"dropped": window.dropped_records})
+            if window.lost_markers:
+                logger.warning(
+                    "section markers lost: their entries' kernels lost to attribution",
+                    extra={
+                        "lost_markers": window.lost_markers,
+                        "unattributed": window.unattributed_records,
+                    },
+                )
             return window
         except Exception as e:
             self._fail("collect", e)
@@ -407,6 +475,8 @@ class CuptiBackend:
             return
         self._closed = True
         self._active = False
+        if self._yield_to_profiler in BEFORE_PROFILER:
+            BEFORE_PROFILER.remove(self._yield_to_profiler)
         self._session.release()
         self._memset_kind = None
 

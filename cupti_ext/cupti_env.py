@@ -9,6 +9,7 @@ so that every CUPTI-side module raises the same ``CuptiUnavailable``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -57,14 +58,72 @@ def injected_tool(environ: dict[str, str] | None = None) -> str | None:
     return None
 
 
+_PREPARED: list[int] = [0]
+"""torch profiler sessions prepared and not yet disabled (``watch_profiler_prepare``)."""
+BEFORE_PROFILER: list[Callable[[], None]] = []
+"""Called just before a torch profiler prepares Kineto (which then takes CUPTI's buffer
+callbacks): the backend hands itself what CUPTI holds of its records first."""
+
+
+def watch_profiler_prepare(profiler_module: Any) -> bool:
+    """Count torch profiler sessions from ``_prepare_profiler`` to ``_disable_profiler``.
+
+    A scheduled profiler prepares Kineto in its warm-up steps: Kineto registers its
+    buffer callbacks and enables its kinds then, but ``_profiler_enabled()`` says True
+    only from the first recorded step. Taking CUPTI back (or switching kernel records
+    off) in between left that profiler with no CUDA events at all (issue 19). The two
+    functions are looked up in ``torch.autograd.profiler``'s namespace at every call,
+    so wrapping them there sees every session; installed once per process."""
+    prepare = getattr(profiler_module, "_prepare_profiler", None)
+    disable = getattr(profiler_module, "_disable_profiler", None)
+    if not callable(prepare) or not callable(disable):
+        return False
+    if getattr(prepare, "_pacekeeper_watch", False):
+        return True
+
+    def prepared(*args: Any, **kwargs: Any) -> Any:
+        for before in list(BEFORE_PROFILER):
+            with contextlib.suppress(Exception):
+                before()
+        result = prepare(*args, **kwargs)
+        _PREPARED[0] += 1
+        return result
+
+    def disabled(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return disable(*args, **kwargs)
+        finally:
+            _PREPARED[0] = 0
+
+    prepared._pacekeeper_watch = True  # type: ignore[attr-defined]
+    profiler_module._prepare_profiler = prepared
+    profiler_module._disable_profiler = disabled
+    return True
+
+
 def torch_profiler_probe() -> Callable[[], bool] | None:
-    """A cheap check for an active torch profiler (Kineto holds CUPTI while it runs)."""
+    """A cheap check for a torch profiler holding CUPTI: enabled, or prepared for a
+    scheduled session's warm-up (Kineto holds CUPTI from then until it stops)."""
     try:
         import torch
+        import torch.autograd.profiler as profiler_module
     except ImportError:
         return None
-    probe = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
-    return probe if callable(probe) else None
+    enabled = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
+    if not callable(enabled):
+        return None
+    try:
+        watched = watch_profiler_prepare(profiler_module)
+    except Exception:
+        watched = False
+    if not watched:
+        return enabled  # type: ignore[no-any-return]
+    prepared = _PREPARED
+
+    def busy() -> bool:
+        return bool(prepared[0]) or bool(enabled())
+
+    return busy
 
 
 def marker_modes_from_env(environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -109,6 +168,7 @@ def sample_every_from_env(environ: dict[str, str] | None = None) -> int | None:
 
 __all__ = [
     "AUTO_MARKERS",
+    "BEFORE_PROFILER",
     "BUFFER_ENV",
     "INJECTION_ENV",
     "MARKER_ENV",
@@ -122,4 +182,5 @@ __all__ = [
     "marker_modes_from_env",
     "sample_every_from_env",
     "torch_profiler_probe",
+    "watch_profiler_prepare",
 ]

@@ -121,11 +121,42 @@ class CuptiSession:
         if self.memset is None:
             c.activity_enable(c.ActivityKind.EXTERNAL_CORRELATION)
 
-    def resume(self) -> None:
-        """Take CUPTI back after a profiler registered its own callbacks."""
+    def resume(self, marker: Callable[[], Any], timeout_s: float) -> Callable[[], Any]:
+        """Take CUPTI back after a profiler held it, and check that markers come again
+        (a self-check, as at start-up). Where they do not, choose the marker again from
+        the modes; return the marker call to use from now on.
+
+        ``api`` markers are chosen again at once, ``memset`` first: seen on the H200
+        (issue 19), ``api`` markers set before the CUDA context gave no record at all
+        once torch.profiler had run, so every window was empty and every fence waited
+        out its timeout; a context exists by now, and memset markers cost less. Raises
+        ``CuptiUnavailable`` if no mode works."""
         self.attach()
+        was = self.mode
+        if was != "api":
+            if self.cbid is not None:
+                self.marker_on(self.cbid)
+            try:
+                if self.fence(marker, timeout_s, gated=False, forced=True):
+                    return marker
+            except Exception as e:
+                logger.debug("marker self-check failed", extra={"error": repr(e)})
+            logger.warning(
+                "section markers stopped coming after a profiler held CUPTI; choosing again",
+                extra={"was": was},
+            )
         if self.cbid is not None:
-            self.marker_on(self.cbid)
+            with contextlib.suppress(Exception):
+                self.marker_off(self.cbid)
+        if self.memset is not None:
+            self._free_memset()  # and external ids are needed again (``attach``)
+            self._builder.memset_markers = None
+        # ``api`` after memset: alive only where set before a context, and one exists
+        # now; after driver where its check has just failed.
+        order = ("memset", "api", "driver") if was == "api" else ("memset", "driver", "api")
+        others = [m for m in order if m in self._modes and (m != was or was == "api")]
+        call, self.cbid = self._pick_marker(timeout_s, others)
+        return call
 
     def choose_marker(self, timeout_s: float) -> Callable[[], Any]:
         """Attach, and find a marker whose records arrive (a self-check per mode tried,
@@ -140,10 +171,10 @@ class CuptiSession:
                       through a section it traced every launch's driver calls and made
                       a 602-kernel step 4x slower, so it is never left on.
         """
-        call, self.cbid = self._pick_marker(timeout_s)
+        call, self.cbid = self._pick_marker(timeout_s, self._modes)
         return call
 
-    def _pick_marker(self, timeout_s: float) -> tuple[Callable[[], Any], int]:
+    def _pick_marker(self, timeout_s: float, modes: Sequence[str]) -> tuple[Callable[[], Any], int]:
         c = self._c
         try:
             libcuda = self._libcuda or ctypes.CDLL("libcuda.so.1")
@@ -153,7 +184,7 @@ class CuptiSession:
         with contextlib.suppress(Exception):
             libcuda.cuInit(0)  # CUPTI traces nothing before the driver is initialised
         value = ctypes.c_int(0)
-        for mode in self._modes:
+        for mode in modes:
             if mode == "memset":
                 if self._memset_marker_works(libcuda, timeout_s):
                     return no_call, 0
@@ -188,7 +219,7 @@ class CuptiSession:
             # Raw callbacks got nothing: fall back to cupti-python's own buffer callbacks.
             logger.warning("raw CUPTI buffers received nothing; using cupti-python's records")
             self.raw = None
-            return self._pick_marker(timeout_s)
+            return self._pick_marker(timeout_s, modes)
         received = self._builder.received
         self.release()
         raise CuptiUnavailable(
@@ -277,9 +308,18 @@ class CuptiSession:
     # --- fences and release (start-up, report time, shutdown) --------------------------
 
     def fence(
-        self, marker: Callable[[], Any], timeout_s: float, *, gated: bool, forced: bool = False
+        self,
+        marker: Callable[[], Any],
+        timeout_s: float,
+        *,
+        gated: bool,
+        forced: bool = False,
+        ready: Callable[[], bool] | None = None,
     ) -> bool:
-        """Emit a fence marker, flush, and wait until our callback has processed it.
+        """Emit a fence marker, flush, and wait until our callback has processed it
+        (and, with ``ready``, until that says so too: every section marker made before
+        the fence is in, which CUPTI may hand over in a buffer after the fence's).
+        True when the fence itself came.
 
         CUPTI may hand buffers over on its own thread after a flush returns (and that
         thread needs the GIL), so a flush alone does not mean the records were seen.
@@ -300,7 +340,7 @@ class CuptiSession:
         t2 = time.perf_counter()
 
         def seen() -> bool:
-            return self._builder.fences_seen >= target
+            return self._builder.fences_seen >= target and (ready is None or ready())
 
         try:
             while True:
@@ -308,7 +348,7 @@ class CuptiSession:
                     if self._delivered.wait_for(seen, max(0.0, deadline - time.monotonic())):
                         return True
                 if forced:
-                    return False
+                    return self._builder.fences_seen >= target
                 forced = True
                 # Never under our lock: a flush may run our callback in this thread.
                 c.activity_flush_all(1)

@@ -67,6 +67,19 @@ def keep_records_on(*, outside_kernels: int, traced_entries: int) -> bool:
     return outside_kernels * KERNEL_COST_S <= traced_entries * SWITCH_COST_S
 
 
+def fixed_sample_every(*, interval_given: bool, env_value: int | None) -> int | None:
+    """N fixed at start, or None for the per-window rule.
+
+    ``PACEKEEPER_KERNEL_SAMPLE_EVERY=N`` fixes N. Otherwise a ``profiling_interval``
+    the user gave (a drop-in NVRx user's choice of cadence) is honoured exactly, as
+    NVRx does: every entry the detector profiles is traced (N = 1). Left at its
+    default, the rule picks N per window (issue 19: ``profiling_interval=1`` alone had
+    traced one entry in 32)."""
+    if env_value is not None:
+        return env_value
+    return 1 if interval_given else None
+
+
 def sample_every_for(
     *, kernels_per_entry: float, entry_interval_s: float, budget: float = BUDGET
 ) -> int:
@@ -83,6 +96,7 @@ __all__ = [
     "MAX_SAMPLE_EVERY",
     "START_SAMPLE_EVERY",
     "SWITCH_COST_S",
+    "fixed_sample_every",
     "keep_records_on",
     "next_sample_every",
     "sample_every_for",

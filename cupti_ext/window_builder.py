@@ -61,6 +61,7 @@ class KernelWindowBuilder:
         self.received = 0
         self._records = self._comm = self._unattributed = 0
         self._dropped = self._incomplete = 0
+        self._lost_before = 0
 
     @property
     def pending_records(self) -> int:
@@ -90,26 +91,50 @@ class KernelWindowBuilder:
         # Keys are looked up as records arrive (held ones keep theirs), so both paths
         # give key ids, and the overflow key, in the same order.
         kid = self.keys.lookup(dec.kernels.name_ptr, dec.kernels.threads)
-        k = dec.kernels
+        self._attribute_all(dec.kernels, kid)
+
+    def settle(self, through: int) -> None:
+        """A report's fence is in: entries up to serial ``through`` will show no more
+        markers, so the kernels held for them are ruled on now (those of entries still
+        open stay held, and count in a later window)."""
+        if self.book.known_through < through:
+            self.book.give_up(through)
         if self._pending is not None:
-            k = concat_kernels(self._pending, k)
-            kid = np.concatenate([self._pending_kid, kid])
+            self._attribute_all(None, None)
+
+    def _attribute_all(self, k: KernelBatch | None, kid: I64 | None) -> None:
+        """Rule on the held kernels, then on ``k``'s: each kernel is counted once, when
+        it can be told inside or outside the entries; the others are held again. Held
+        ones go first, on their own, so a buffer's arrays are not copied to join them."""
+        held, held_kid = self._pending, self._pending_kid
         self._pending = None
-        if len(k.correlation_id) == 0:
-            return
+        still: list[tuple[KernelBatch, I64]] = []
+        for batch, ids in ((held, held_kid), (k, kid)):
+            if batch is None or ids is None or len(batch.correlation_id) == 0:
+                continue
+            kept = self._attribute(batch, ids)
+            if kept is not None:
+                still.append(kept)
+        if len(still) == 1:
+            self._hold(*still[0])
+        elif still:
+            (a, a_kid), (b, b_kid) = still
+            self._hold(concat_kernels(a, b), np.concatenate([a_kid, b_kid]))
+
+    def _attribute(self, k: KernelBatch, kid: I64) -> tuple[KernelBatch, I64] | None:
+        """Count and fold ``k``'s kernels that can be ruled on; return the rest."""
         lib = native.library()
         if lib is not None:
-            self._add_native(lib, k, kid)
-            return
+            return self._add_native(lib, k, kid)
         asg = self.book.assign(k.correlation_id)
+        waiting = None
         if asg.pending.any():
-            self._hold(select(k, asg.pending), kid[asg.pending])
-        if self._pending is None:
-            resolved, sections, inside = k, asg.sections, asg.any_section
-        else:
+            waiting = (select(k, asg.pending), kid[asg.pending])
             keep = ~asg.pending
             resolved, inside, kid = select(k, keep), asg.any_section[keep], kid[keep]
             sections = {sid: mask[keep] for sid, mask in asg.sections.items()}
+        else:
+            resolved, sections, inside = k, asg.sections, asg.any_section
         dur = resolved.duration_ns.astype(np.float64)
         comm = self.keys.is_comm(kid)
         self._comm += int(np.count_nonzero(inside & comm))
@@ -117,14 +142,14 @@ class KernelWindowBuilder:
         use = inside & ~comm
         self._records += int(np.count_nonzero(use))
         self._global.add(kid, dur, use=use)
-        if self._per_section is None:
-            return
-        # By section id: where ``max_section_groups`` runs out, the groups of lower
-        # section ids get the rows (the compiled path does the same).
-        for sid, mask in sorted(sections.items()):
-            m = mask & ~comm
-            if m.any():
-                self._per_section.add(kid, dur, base=sid * _KEY_STRIDE, use=m)
+        if self._per_section is not None:
+            # By section id: where ``max_section_groups`` runs out, the groups of lower
+            # section ids get the rows (the compiled path does the same).
+            for sid, mask in sorted(sections.items()):
+                m = mask & ~comm
+                if m.any():
+                    self._per_section.add(kid, dur, base=sid * _KEY_STRIDE, use=m)
+        return waiting
 
     def _hold(self, held: KernelBatch, kid: I64) -> None:
         """Keep kernels that wait for a marker, the newest ``max_pending`` of them."""
@@ -134,9 +159,11 @@ class KernelWindowBuilder:
             held, kid = select(held, np.arange(len(kid)) >= over), kid[over:]
         self._pending, self._pending_kid = held, kid
 
-    def _add_native(self, lib: native.NativeLib, k: KernelBatch, kid: I64) -> None:
-        """``add``'s attribution and folds in one compiled pass (``pk_attribute_fold``);
-        the same results as the numpy path (tests/unit/cupti_ext/test_native.py)."""
+    def _add_native(
+        self, lib: native.NativeLib, k: KernelBatch, kid: I64
+    ) -> tuple[KernelBatch, I64] | None:
+        """``_attribute``'s work in one compiled pass (``pk_attribute_fold``); the same
+        results as the numpy path (tests/unit/cupti_ext/test_native.py)."""
         n = len(k.correlation_id)
         kid = np.ascontiguousarray(kid, np.int64)
         n_keys = len(self.keys.keys)
@@ -192,7 +219,8 @@ class KernelWindowBuilder:
                 base = 0 if sid < 0 else sid * _KEY_STRIDE
                 table.fold_new(lib, base, kid[pick], dur[pick].astype(np.float64))
         if n_held:
-            self._hold(select(k, held[:n_held]), kid[held[:n_held]])
+            return select(k, held[:n_held]), kid[held[:n_held]]
+        return None
 
     def drop(self, records: int) -> None:
         """Count records lost before they reached us (full buffers, queues)."""
@@ -208,16 +236,25 @@ class KernelWindowBuilder:
             sid, kid = divmod(group, _KEY_STRIDE)
             name = section_names[sid] if sid < len(section_names) else OTHER_SECTION
             sections.setdefault(name, {})[keys[kid]] = stat
+        lost = self.book.lost_markers + (
+            0 if self.memset_markers is None else self.memset_markers.lost
+        )
         window = KernelWindow(
             kernels=kernels,
             sections=sections,
+            # Incomplete records (a forced flush handed over kernels still running)
+            # are lost for good: counted, never silently.
             dropped_records=self._dropped
+            + self._incomplete
             + extra_dropped
             + (0 if per_section is None else per_section.refused),
             records=self._records,
             comm_records=self._comm,
             unattributed_records=self._unattributed,
+            held_records=self.pending_records,
+            lost_markers=max(0, lost - self._lost_before),  # the memset ring may go
         )
+        self._lost_before = lost
         self._global.reset()
         if per_section is not None:
             per_section.reset()

@@ -10,7 +10,9 @@ receiver, and the comm-kernel verdicts.
 
 from __future__ import annotations
 
+import logging
 import math
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,6 +36,25 @@ LocalReport = tuple[RankPayload, Summaries, Summaries]
 """The payload to gather, and this rank's section (ms) and kernel (µs) summaries."""
 
 _COMM_CACHE_MAX = 1 << 16
+
+KERNEL_COUNTS = ("attributed", "unattributed", "held", "dropped", "lost_markers")
+"""What became of the kernel records a window traced (``PayloadBuilder.kernel_counts``)."""
+
+logger = logging.getLogger(__name__)
+
+
+def kernel_counts(window: KernelWindow | None) -> dict[str, int]:
+    """A window's kernel records by fate: attributed to a traced section entry, traced
+    outside every entry, held for markers still to come, dropped; and markers lost."""
+    if window is None:
+        return dict.fromkeys(KERNEL_COUNTS, 0)
+    return {
+        "attributed": int(window.records),
+        "unattributed": int(window.unattributed_records),
+        "held": int(window.held_records),
+        "dropped": int(window.dropped_records),
+        "lost_markers": int(window.lost_markers),
+    }
 
 
 class PayloadBuilder:
@@ -62,6 +83,10 @@ class PayloadBuilder:
         self.kernel_baselines = RecentBest(settings.baseline_windows, 4 * settings.max_kernel_keys)
         self.key_ids = KeyIds()
         self.sent_kernel_names: set[int] = set()
+        self.kernel_counts: dict[str, int] = kernel_counts(None)
+        """The last window's ``kernel_counts`` (this rank's, for its ScoreReport)."""
+        self.kernel_totals: Counter[str] = Counter()
+        """The same counts summed over every report since initialize."""
 
     def empty(self) -> LocalReport:
         """What this rank sends when collecting failed: it still joins the collective."""
@@ -89,6 +114,7 @@ class PayloadBuilder:
         sec_ids = self.key_ids.ids(sec_names)
         names = dict(zip(sec_ids.tolist(), sec_names, strict=True))
         sec_summ = {s.name: summary_statistics(s, 1e-6) for s in sections}
+        self._count_kernels(window)
 
         kernels = dict(window.kernels) if window is not None else {}
         # Communication kernels wait for the slowest peer and make fast ranks look slow.
@@ -129,6 +155,16 @@ class PayloadBuilder:
             info, sec_ids, sec_med, sec_ind, ker_ids, ker_med, ker_tot, gpu_ind, names
         )
         return payload, sec_summ, ker_summ
+
+    def _count_kernels(self, window: KernelWindow | None) -> None:
+        counts = self.kernel_counts = kernel_counts(window)
+        self.kernel_totals.update(counts)
+        if counts["dropped"] or counts["lost_markers"]:
+            # The GPU score of this window stands on part of its kernels: say so.
+            logger.warning(
+                "kernel records lost: the GPU score uses part of this window's kernels",
+                extra=counts,
+            )
 
     def mark_sent(self, payload: RankPayload) -> None:
         """Record the names ``payload`` carried; call once the gather has delivered it."""

@@ -31,9 +31,22 @@ def report_times(det: Any, step: Step, section_kw: dict[str, Any], repeats: int)
         out = call()
         return (time.perf_counter() - t0) * 1e3, out
 
-    runs = [timed(det.generate_report) for _ in range(repeats)]
+    counts: list[dict[str, int]] = []
+    runs = []
+    latest = getattr(det, "latest_score_report", None)
+    for _ in range(repeats):
+        runs.append(timed(det.generate_report))
+        timing = getattr(latest(), "kernel_timing", None) if latest else None
+        if timing is not None:
+            # Issue 19: every window's kernels accounted for (40 steps' worth each).
+            counts.append(
+                {
+                    k: getattr(timing, f"{k}_records")
+                    for k in ("attributed", "unattributed", "held", "dropped")
+                }
+            )
     times = [t for t, _ in runs]
-    report = runs[-1][1]
+    report_out = runs[-1][1]
     backend = getattr(det, "_backend", None)
     collect = getattr(backend, "collect", None)
     collect_ms = [timed(collect)[0] for _ in range(repeats)] if collect else []
@@ -50,11 +63,12 @@ def report_times(det: Any, step: Step, section_kw: dict[str, Any], repeats: int)
         "first_ms": times[0],
         "warm_ms_median": statistics.median(times[1:]),
         "warm_ms_min": min(times[1:]),
-        "kernel_keys_in_report": len(getattr(report, "local_kernel_summaries", {}) or {}),
+        "kernel_keys_in_report": len(getattr(report_out, "local_kernel_summaries", {}) or {}),
+        "kernel_counts": counts,
         "collect_ms_median": statistics.median(collect_ms) if collect_ms else None,
         "collect_idle_ms_median": statistics.median(idle_ms) if idle_ms else None,
         "last_collect_after_steps": collect_parts,
-        "gpu_scores": dict(getattr(report, "gpu_relative_perf_scores", {}) or {}),
+        "gpu_scores": dict(getattr(report_out, "gpu_relative_perf_scores", {}) or {}),
     }
 
 

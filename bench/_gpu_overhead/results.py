@@ -43,8 +43,13 @@ def print_table(result: dict[str, Any]) -> None:
                     f"first traced entry after a flush {st['first_after_flush_us']:.0f} us"
                 )
         print(f"{wname:14} kernels/step {w['kernels_per_step']:.1f}")
-    print("\ngenerate_report on one rank (ms):")
-    for name, r in result["generate_report"].items():
+    for key in [k for k in result if k.startswith("generate_report")]:
+        _print_reports(key, result[key])
+
+
+def _print_reports(key: str, reports: dict[str, Any]) -> None:
+    print(f"\n{key} on one rank (ms):")
+    for name, r in reports.items():
         if "error" in r:
             print(f"  {name:13} ERROR {r['error'].splitlines()[-1]}")
         else:
@@ -54,4 +59,5 @@ def print_table(result: dict[str, Any]) -> None:
                 f"  collect alone {r.get('collect_ms_median')}"
                 f"  idle collect {r.get('collect_idle_ms_median')}"
                 f"  parts {r.get('last_collect_after_steps')}"
+                f"  last counts {(r.get('kernel_counts') or [None])[-1]}"
             )

@@ -96,9 +96,11 @@ def run(args: argparse.Namespace) -> None:
                 result[key] = {"error": traceback.format_exc(limit=4)}
             print(key, json.dumps(result[key]), flush=True)
         report_modes = [m for m in args.report_modes.split(",") if m]
-        result["generate_report"] = bench_reports(
-            steps["launch_bound"], args.report_repeats, report_modes, MODES
-        )
+        for wname in [w for w in args.report_workloads.split(",") if w]:
+            # launch_bound's keeps its old key: earlier runs' files read the same.
+            key = "generate_report" if wname == "launch_bound" else f"generate_report_{wname}"
+            result[key] = bench_reports(steps[wname], args.report_repeats, report_modes, MODES)
+            print(key, json.dumps(_brief_reports(result[key])), flush=True)
     if not args.skip_decode:
         result["record_processing_cpu"] = record_processing_cost()
 
@@ -112,7 +114,7 @@ def run_workload(args: argparse.Namespace, wname: str, step: Step, result: dict[
         step()
     kps = kernels_per_step(step)
     wres: dict[str, Any] = {"kernels_per_step": kps, "modes": {}}
-    for mname in args.modes.split(","):
+    for mname in [m for m in args.modes.split(",") if m]:
         mode = MODES[mname]()
         pairs = args.slow_mode_pairs if mname == "bare_cupti" else args.pairs
         if wname == "gemm_bound" and args.gemm_pairs:
@@ -122,3 +124,11 @@ def run_workload(args: argparse.Namespace, wname: str, step: Step, result: dict[
         print(wname, mname, json.dumps(brief), flush=True)
         result["workloads"][wname] = wres
         save(result, args.out)
+
+
+def _brief_reports(reports: dict[str, Any]) -> dict[str, Any]:
+    """Report times and kernel counts per mode, without the profiles (for the log)."""
+    return {
+        mode: {k: v for k, v in r.items() if k not in ("profile", "last_collect_after_steps")}
+        for mode, r in reports.items()
+    }

@@ -38,3 +38,13 @@ def marker(serial: int, section: int, stop: bool, corr: int, kind: int = OURS) -
 
 def as_buffer(*parts: bytes) -> np.ndarray:
     return np.frombuffer(b"".join(parts), dtype=np.uint8)
+
+
+def cut_and_shuffle(rng: np.random.Generator, records: list[bytes], cuts: int) -> list[list[bytes]]:
+    """``records`` cut into buffers at up to ``cuts`` random places, each shuffled (a
+    marker may come after its kernels, an exit before its entry)."""
+    at = sorted(set(rng.integers(0, len(records), cuts).tolist()))
+    buffers = [records[a:b] for a, b in zip([0, *at], [*at, len(records)], strict=True)]
+    for part in buffers:
+        rng.shuffle(part)  # type: ignore[arg-type]
+    return buffers

@@ -63,6 +63,11 @@ class FakeCupti:
         self.deliver_after_s: float | None = None
         """Hand flushed buffers over on another thread this much later (None: at once,
         in the flushing thread)."""
+        self.markers_late = False
+        """Kernel records in buffers of their own, handed over before the others
+        (markers): a flush that is not forced hands over the kernels alone and keeps
+        the rest for the next flush; a forced one hands the kernels over first. As
+        CUPTI may, with records of several kinds or streams in different buffers."""
 
     # --- the API surface the backend calls ------------------------------------------
     def get_timestamp(self) -> int:
@@ -111,6 +116,19 @@ class FakeCupti:
         if not self.records:
             return
         records, self.records = self.records, []
+        if self.markers_late:
+            kernels = [r for r in records if _kind(r) == LAYOUT.kernel_kind]
+            others = [r for r in records if _kind(r) != LAYOUT.kernel_kind]
+            if not flag:
+                self.records = others  # for the next flush
+                others = []
+            for part in (kernels, others):
+                if part:
+                    self._hand_over(part)
+            return
+        self._hand_over(records)
+
+    def _hand_over(self, records: list[bytes]) -> None:
         # As on the H200, a flush may hand over several partial buffers.
         k = max(1, min(self.buffers_per_flush, len(records)))
         cut = [len(records) * i // k for i in range(k + 1)]
@@ -194,6 +212,10 @@ class FakeCupti:
         self.records.append(k.tobytes())
 
 
+def _kind(record: bytes) -> int:
+    return int(np.frombuffer(record[:4], np.int32)[0])
+
+
 def _offsets(data: bytes) -> list[int]:
     sizes = {
         LAYOUT.kernel_kind: LAYOUT.kernel_dtype.itemsize,
@@ -259,3 +281,22 @@ class FakeLibcuda:
                 return 0
 
         return Entry()
+
+
+# --- driving a backend over the simulated CUPTI ------------------------------------------
+
+
+def step(b: Any, fake: FakeCupti, section: str, ptr: int, n: int) -> None:
+    """One section entry of ``b`` launching ``n`` kernels named by ``ptr``."""
+    b.start(section)
+    for _ in range(n):
+        fake.launch(ptr)
+    b.stop(section)
+
+
+def short(stats: Any) -> dict[str, int]:
+    return {k.split("~")[0]: s.num for k, s in stats.items()}
+
+
+def per_section(window: Any) -> dict[str, dict[str, int]]:
+    return {s: short(k) for s, k in window.sections.items()}

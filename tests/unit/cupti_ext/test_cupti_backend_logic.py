@@ -4,12 +4,10 @@ behaviour on the H200 is covered by tests/gpu."""
 
 from __future__ import annotations
 
-import ctypes
 import logging
-from collections.abc import Iterator
 
 import pytest
-from fake_cupti import FakeCupti, FakeLibcuda
+from fake_cupti import FakeLibcuda, per_section, short, step
 
 from pacekeeper.cupti_ext import cupti_backend
 from pacekeeper.cupti_ext.cupti_backend import (
@@ -21,66 +19,6 @@ from pacekeeper.cupti_ext.cupti_backend import (
     marker_modes_from_env,
 )
 from pacekeeper.cupti_ext.markers import MARKER_BYTES
-
-NAMES = {
-    "gemm": b"_Z4gemmv",
-    "relu": b"_Z4reluv",
-    "nccl": b"ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-}
-
-
-@pytest.fixture
-def names() -> dict[str, int]:
-    buffers = {k: ctypes.create_string_buffer(v) for k, v in NAMES.items()}
-    ptrs = {k: ctypes.addressof(b) for k, b in buffers.items()}
-    ptrs["_keep"] = buffers  # type: ignore[assignment]
-    return ptrs
-
-
-@pytest.fixture
-def fake(monkeypatch) -> FakeCupti:
-    # The simulated CUPTI delivers on flush or never: no need to wait as long as on a GPU.
-    monkeypatch.setattr(CuptiBackend, "self_check_timeout_s", 0.02)
-    monkeypatch.setattr(CuptiBackend, "fence_timeout_s", 0.02)
-    f = FakeCupti()
-    monkeypatch.setattr(cupti_backend, "register_callbacks_function", lambda: f.register_raw)
-    return f
-
-
-@pytest.fixture
-def libcuda(fake) -> FakeLibcuda:
-    return FakeLibcuda(fake)
-
-
-@pytest.fixture(params=["memset", "api"])
-def marker(request, monkeypatch) -> str:
-    """Each backend test runs with memset markers (the default where a CUDA context
-    exists) and with API-record markers (where none exists yet)."""
-    monkeypatch.setenv(MARKER_ENV, request.param)
-    return str(request.param)
-
-
-@pytest.fixture
-def backend(fake, libcuda, marker) -> Iterator[CuptiBackend]:
-    b = CuptiBackend(cupti_module=fake, libcuda=libcuda, sample_every=1)
-    assert b.marker_mode == marker
-    yield b
-    b.shutdown()
-
-
-def step(b: CuptiBackend, fake: FakeCupti, section: str, ptr: int, n: int) -> None:
-    b.start(section)
-    for _ in range(n):
-        fake.launch(ptr)
-    b.stop(section)
-
-
-def short(stats) -> dict[str, int]:
-    return {k.split("~")[0]: s.num for k, s in stats.items()}
-
-
-def per_section(window) -> dict[str, dict[str, int]]:
-    return {s: short(k) for s, k in window.sections.items()}
 
 
 @pytest.mark.parametrize("keep_on", [True, False])
@@ -505,7 +443,10 @@ def test_a_fence_waits_for_buffers_cupti_hands_over_on_its_own_thread(
     step(backend, fake, "step", names["gemm"], 3)
     window = backend.collect()
     assert window.records == 3
-    assert backend.last_collect["wait_ms"] >= 4  # the records came from the other thread
+    parts = backend.last_collect
+    # The records came from the other thread, after the flush (unless a loaded machine
+    # took longer over the flush than the delivery's delay).
+    assert parts["wait_ms"] >= 4 or parts["flush_ms"] >= 5, parts
     assert backend.last_collect["buffers_in_fence"] == 1
     assert backend.failures == {}  # no timeout, no second flush
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pytest
-from buffers import LAYOUT, OURS, as_buffer, kernels, marker
+from buffers import LAYOUT, OURS, as_buffer, cut_and_shuffle, kernels, marker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -273,10 +273,7 @@ def test_windows_agree_whatever_the_buffer_cuts_nesting_and_bounds(
         if rng.random() < 0.3:  # a kernel outside every section
             records.append(kernels([corr], name_ptr=2))
             corr += 1
-    cuts = sorted(set(rng.integers(0, len(records), int(rng.integers(0, 5))).tolist()))
-    buffers = [records[a:b] for a, b in zip([0, *cuts], [*cuts, len(records)], strict=True)]
-    for part in buffers:
-        rng.shuffle(part)  # type: ignore[arg-type]
+    buffers = cut_and_shuffle(rng, records, int(rng.integers(0, 5)))
     takes = {i for i in range(len(buffers)) if rng.random() < 0.3} | {len(buffers) - 1}
     compiled, numpy_path = both(
         lambda: _windows(

@@ -1,7 +1,8 @@
 """A real kube-apiserver + etcd (+ kube-controller-manager) on loopback, for the real-server tier.
 
 `start_cluster(KubeBinaries.located(), ...)` starts etcd, then kube-apiserver (HTTPS with a
-throwaway CA, static bearer tokens, RBAC), waits for `/readyz`, installs the given CRDs and
+throwaway CA, static bearer tokens, RBAC, an audit log of every ServiceAccount's
+requests: `RealCluster.audit`), waits for `/readyz`, installs the given CRDs and
 then starts kube-controller-manager (garbage collector, disruption controller, ...; no
 node lifecycle: there are no kubelets). It returns a `RealCluster`: base URL, CA path,
 tokens, `api_client(token)` for the official client, `apply(...)` for setup, `close()`.
@@ -28,10 +29,11 @@ from typing import Any, cast
 
 import urllib3
 import yaml
+from audit import AuditLog
 from binaries import KubeBinaries
 from pki import ClusterPki, make_pki
 from processes import ServerProcess, free_loopback_ports, wait_until
-from servers import start_apiserver, start_controller_manager, start_etcd
+from servers import AUDIT_LOG, start_apiserver, start_controller_manager, start_etcd
 
 ADMIN_USER = "pacekeeper-admin"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
@@ -120,6 +122,8 @@ class RealCluster:
         self.admin_token = admin_token
         self.service_account_tokens = dict(service_account_tokens)
         self.processes: list[ServerProcess] = []
+        self.audit = AuditLog(directory / AUDIT_LOG)
+        """Every request of a ServiceAccount identity, as the server answered it."""
         self._clients: list[Any] = []
         self._admin: Any = None
         self._dynamic: Any = None

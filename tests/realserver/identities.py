@@ -3,6 +3,12 @@
 Tokens are fixed when kube-apiserver starts (its token file is read once), so every
 identity a test of this tier authenticates as is listed here, before the session starts.
 Tests bind them to Roles in their own namespaces; the identity's namespace need not exist.
+
+The operator scenarios (`test_operator_e2e*.py`) run as the chart's own ServiceAccount
+(`OPERATOR`: release `pk` in `pacekeeper-system`, as tests/chart/chart_render.py renders
+it) and their training pods as a ServiceAccount of the job's namespace. The chart's
+reporter RoleBinding names that account in the job's namespace, so each scenario has a
+namespace of its own, fixed here, and its accounts.
 """
 
 from __future__ import annotations
@@ -12,4 +18,34 @@ from cluster import ServiceAccountIdentity
 IDENTITY_NAMESPACE = "pk-identities"
 NO_ROLE = ServiceAccountIdentity(IDENTITY_NAMESPACE, "no-role")
 ONE_REPORT = ServiceAccountIdentity(IDENTITY_NAMESPACE, "one-report")
-SERVICE_ACCOUNTS = (NO_ROLE, ONE_REPORT)
+
+CHART_NAMESPACE = "pacekeeper-system"
+OPERATOR = ServiceAccountIdentity(CHART_NAMESPACE, "pk-pacekeeper")
+"""The chart's controller ServiceAccount (`<release>-pacekeeper`)."""
+
+TRAINER = "trainer"
+"""The ServiceAccount a scenario's training pods run as, in the scenario's namespace."""
+INTRUDER = "intruder"
+"""A second job's ServiceAccount in the trust scenario's namespace."""
+
+E2E_NAMESPACES = (
+    "e2e-ladder",
+    "e2e-human",
+    "e2e-recovery",
+    "e2e-storm",
+    "e2e-stale",
+    "e2e-sigkill",
+    "e2e-evict",
+    "e2e-gc",
+    "e2e-trust",
+)
+TRUST_NAMESPACE = "e2e-trust"
+
+
+SERVICE_ACCOUNTS = (
+    NO_ROLE,
+    ONE_REPORT,
+    OPERATOR,
+    *(ServiceAccountIdentity(ns, TRAINER) for ns in E2E_NAMESPACES),
+    ServiceAccountIdentity(TRUST_NAMESPACE, INTRUDER),
+)

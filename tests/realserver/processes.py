@@ -103,6 +103,14 @@ class ServerProcess:
                 f"{self.name} exited with code {code}; last log lines:\n{self.log_tail()}"
             )
 
+    def kill(self, timeout_s: float = _STOP_GRACE_S) -> int:
+        """SIGKILL this PID (no goodbye: what a crash or an OOM kill leaves) and reap it;
+        its exit code. The log stays open for a `stop` to close."""
+        if self._popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._popen.pid, signal.SIGKILL)
+        return self._popen.wait(timeout=timeout_s)
+
     def stop(self, grace_s: float = _STOP_GRACE_S) -> None:
         """SIGTERM this PID, SIGKILL it after `grace_s`, and reap it."""
         if self._popen.poll() is None:

@@ -19,7 +19,28 @@ from processes import ServerProcess, free_loopback_ports, wait_until
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+AUDIT_LOG = "audit.log"
+"""kube-apiserver's audit log in the cluster directory: one JSON event per line."""
 _PROBE_TIMEOUT_S = 2.0
+# Every request of a ServiceAccount identity (the operator, the reporters) is audited:
+# what the operator wrote, and every 403 anyone got. Node patches keep their body, so a
+# test can tell a taint write from a cordon write. The admin and the controller manager
+# (system:masters, not ServiceAccounts) are left out: they are the test's own hands.
+_AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Request",
+            "userGroups": ["system:serviceaccounts"],
+            "verbs": ["patch"],
+            "resources": [{"group": "", "resources": ["nodes"]}],
+        },
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+        {"level": "None"},
+    ],
+}
 
 
 def write_kubeconfig(path: Path, base_url: str, ca_cert: Path, token: str) -> None:
@@ -89,6 +110,12 @@ def start_etcd(
     return client_url
 
 
+def _write_audit_policy(directory: Path) -> Path:
+    path = directory / "audit-policy.yaml"
+    path.write_text(yaml.safe_dump(_AUDIT_POLICY))
+    return path
+
+
 def start_apiserver(
     apiserver_binary: Path,
     directory: Path,
@@ -124,6 +151,11 @@ def start_apiserver(
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--allow-privileged=true",
             "--profiling=false",
+            f"--audit-policy-file={_write_audit_policy(directory)}",
+            f"--audit-log-path={directory / AUDIT_LOG}",
+            # Written as each request completes (not batched), so a test reads what the
+            # server has answered so far.
+            "--audit-log-mode=blocking",
         ],
         directory / "kube-apiserver.log",
         minimal_env(directory),

@@ -20,13 +20,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import env, report_cycle
+from .control import ControlSettings
 from .guard import Guard
 from .interval import IntervalTracker
 from .payload import MAX_NAMES, NAME_REFRESH_REPORTS
 from .report_cycle import ReportListener
 from .reporter_view import ReportGenerator
 from .reports import Report
-from .run_config import SCORE_NAMES, build_config
+from .run_config import DEFAULT_PROFILING_INTERVAL, SCORE_NAMES, RunConfig, build_config
 from .run_state import RunState
 from .score_report import JobIdentity, ScoreReport
 from .sections import CustomSection, SectionHandle
@@ -56,7 +57,39 @@ def _install_reporter(detector: Any, reporter: Any) -> Any:
         return None
     from pacekeeper.detector.reporters import install_reporter
 
-    return install_reporter(detector, reporter)
+    return install_reporter(detector, _with_elastic_incarnation(reporter))
+
+
+def _with_elastic_incarnation(reporter: Any) -> Any:
+    """Under torchrun, the restart count joins the incarnation (``identity``) unless the
+    options name one."""
+    from collections.abc import Mapping
+
+    from .identity import elastic_incarnation
+
+    incarnation = elastic_incarnation()
+    if incarnation is None:
+        return reporter
+    if reporter is None:
+        return {"incarnation": incarnation}
+    if isinstance(reporter, str):
+        return {"kind": reporter, "incarnation": incarnation}
+    if isinstance(reporter, Mapping) and reporter.get("incarnation") is None:
+        return {**reporter, "incarnation": incarnation}
+    return reporter
+
+
+def _run_control(config: RunConfig, control: Any, reporter: Any, publisher: Any) -> Any:
+    """The run's ``RunControl``, or None when this run exchanges no control (the same
+    answer on every rank). Bad values raise ValueError, at initialize."""
+    from . import control_sources
+    from .control_cycle import RunControl
+
+    if not control_sources.control_mode(control, reporter):
+        return None
+    env.control_poll_s()  # checked on every rank, used on the reporting one
+    base = ControlSettings.initial(config.report_time_interval, config.profiling_interval)
+    return RunControl(base, control_sources.make_source(control, publisher))
 
 
 class DetectorStateError(AssertionError, RuntimeError):
@@ -118,7 +151,7 @@ class Detector:
         cls,
         scores_to_compute: Sequence[str] | str = "all",
         gather_on_rank0: bool = True,
-        profiling_interval: int = 1,
+        profiling_interval: int = DEFAULT_PROFILING_INTERVAL,
         report_time_interval: float = 60,
         node_name: str | None = None,
         process_group: Any = None,
@@ -130,6 +163,7 @@ class Detector:
         adaptive_interval: bool = True,
         report_timeout_s: float | None = None,
         report_backend: str | None = None,
+        control: Any = None,
     ) -> None:
         """Start detecting (NVRx's arguments, then pacekeeper's: ``process_group`` and
         keyword-only extras). May run before ``init_process_group``, as in NVRx's example:
@@ -163,6 +197,10 @@ class Detector:
                 ``$PACEKEEPER_REPORT_TIMEOUT_S``, else 60).
             report_backend: backend of that group: None (gloo), another backend name, or
                 ``"job"`` to run on the job's group itself, as NVRx (no timeout of ours).
+            control: runtime control (docs/detector.md): ``"auto"`` (default, or
+                ``$PACEKEEPER_CONTROL``: on when a reporter is configured, read through
+                it), ``"none"``, ``"file:PATH"``, or an object with ``latest()``. Give
+                the same value on every rank: it adds a broadcast to every report.
 
         Raises ValueError naming the argument on bad input, ``DetectorStateError`` (an
         ``AssertionError``, as NVRx's assert, and a ``RuntimeError``) if already
@@ -205,12 +243,13 @@ class Detector:
             cls._cpu_handles = run.table.cpu_handles
             cls.initialized = True
             cls._publisher = None
-            if cls.gather_on_rank0 and _is_reporter(run):
-                try:
+            try:
+                if cls.gather_on_rank0 and _is_reporter(run):
                     cls._publisher = _install_reporter(cls, reporter)
-                except Exception:
-                    cls.shutdown()  # bad reporter configuration: leave nothing half-started
-                    raise
+                run.control = _run_control(config, control, reporter, cls._publisher)
+            except Exception:
+                cls.shutdown()  # bad reporter or control configuration: nothing half-started
+                raise
 
     @classmethod
     def shutdown(cls) -> None:
@@ -218,6 +257,8 @@ class Detector:
         with cls._lock:
             if not cls.initialized:
                 return
+            if cls._run is not None:
+                cls._run.close_control()
             publisher, cls._publisher = cls._publisher, None
             if publisher is not None:
                 from pacekeeper.detector.reporters import uninstall_reporter
@@ -325,6 +366,9 @@ class Detector:
         produced = report_cycle.generate(
             run, scores_to_compute=cls.scores_to_compute, gather_on_rank0=cls.gather_on_rank0
         )
+        if run.control is not None:  # NVRx's attributes say what the run follows now
+            cls.profiling_interval = run.control.settings.profiling_interval
+            cls.report_time_interval = run.control.settings.report_time_interval
         if produced is None:
             return None
         report, score_report = produced
@@ -360,6 +404,14 @@ class Detector:
         with cls._lock:
             if listener in cls._listeners:
                 cls._listeners.remove(listener)
+
+    @classmethod
+    def control_state(cls) -> ControlSettings | None:
+        """The settings runtime control has this run follow (None: no control exchange,
+        or not running): enabled, report interval, sampling, thresholds, and since which
+        report. The same on every rank."""
+        run = cls._run
+        return run.control.settings if run is not None and run.control is not None else None
 
     @classmethod
     def internal_errors(cls) -> dict[str, int]:

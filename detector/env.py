@@ -31,6 +31,21 @@ REPORT_TIMEOUT_S = "PACEKEEPER_REPORT_TIMEOUT_S"
 the report gives up (``None``, logged and counted). Default 60; ``initialize(
 report_timeout_s=...)`` wins over it."""
 
+CONTROL = "PACEKEEPER_CONTROL"
+"""Runtime control (docs/detector.md): ``auto`` (default: on when a reporter is
+configured, read through it), ``none``, or ``file:PATH`` (a JSON control document)."""
+
+CONTROL_POLL_S = "PACEKEEPER_CONTROL_POLL_S"
+"""Seconds between the reporting rank's reads of the control document. Default 15."""
+
+TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID"
+"""torchrun's ``--rdzv-id`` (a random id with ``--standalone``): the same across restarts."""
+
+TORCHELASTIC_RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT"
+"""How many times torchrun restarted the workers (0 at the first attempt)."""
+
+INCARNATION = "PACEKEEPER_INCARNATION"
+
 RANK = "RANK"
 """The launcher's global rank (torchrun, Kubeflow, Lightning set it): who will be rank 0
 when ``initialize`` runs before ``init_process_group``."""
@@ -144,5 +159,30 @@ def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
     env = os.environ if environ is None else environ
     try:
         return int(env.get(RANK, ""))
+    except ValueError:
+        return None
+
+
+def control_spec(environ: Mapping[str, str] | None = None) -> str | None:
+    """``$PACEKEEPER_CONTROL``, or None when unset."""
+    env = os.environ if environ is None else environ
+    return env.get(CONTROL) or None
+
+
+def control_poll_s(environ: Mapping[str, str] | None = None) -> float:
+    env = os.environ if environ is None else environ
+    return _positive(env, CONTROL_POLL_S, 15.0, float)
+
+
+def elastic_run_id(environ: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    return env.get(TORCHELASTIC_RUN_ID) or None
+
+
+def elastic_restart_count(environ: Mapping[str, str] | None = None) -> int | None:
+    """``$TORCHELASTIC_RESTART_COUNT`` (None outside torchrun or when malformed)."""
+    env = os.environ if environ is None else environ
+    try:
+        return int(env.get(TORCHELASTIC_RESTART_COUNT, ""))
     except ValueError:
         return None

@@ -149,6 +149,15 @@ def all_gather(obj: Any, info: GroupInfo, process_group: Any) -> list[Any]:
     return out
 
 
+def broadcast_from_reporter(obj: Any, info: GroupInfo, process_group: Any) -> Any:
+    """Group rank 0's ``obj`` on every group rank (the runtime-control exchange)."""
+    if info.alone:
+        return obj
+    box = [obj if info.is_reporter else None]
+    _dist().broadcast_object_list(box, group=_group(process_group), group_src=0)
+    return box[0]
+
+
 def all_reduce_max(value: float, info: GroupInfo, process_group: Any) -> float:
     """The largest ``value`` over the group (one float: the report-interval agreement)."""
     if info.alone:

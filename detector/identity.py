@@ -36,7 +36,23 @@ def default_job(ray_job_id: str | None) -> JobIdentity:
             namespace=env.job_namespace() or "default",
             name=name or "unknown",
         )
-    return JobIdentity(platform=Platform.LOCAL, name=name or "local")
+    # torchrun's run id names the job across its restarts where nothing else does.
+    return JobIdentity(platform=Platform.LOCAL, name=name or env.elastic_run_id() or "local")
+
+
+def elastic_incarnation() -> str | None:
+    """The reporter's incarnation under torchrun: ``$PACEKEEPER_INCARNATION`` (else a new
+    one) with the restart count, ``<base>.r<n>``, so every restart is a new incarnation
+    even where the platform fixed the variable for the pod (its sequence starts again at
+    0, and an unchanged incarnation would make the receiver drop its reports as
+    duplicates). None outside torchrun: the reporter's own default applies."""
+    restart = env.elastic_restart_count()
+    if restart is None:
+        return None
+    from .reporters.options import new_incarnation
+
+    base = os.environ.get(env.INCARNATION) or new_incarnation()
+    return f"{base}.r{restart}"
 
 
 def resolve_node_name(node_name: str | None) -> str:

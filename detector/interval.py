@@ -104,6 +104,26 @@ class IntervalTracker:
             return max(floor, round(self.time_interval / agreed))
         return max(floor, fallback)  # failed agreement: keep what we had
 
+    def retune(self, time_interval: float, profiling_interval: int) -> None:
+        """New targets (runtime control), called at the same report on every rank. The
+        count follows from the agreed step time when one is known, in effect from the
+        next iteration; with none known (the interval was 0) the steps are measured
+        again, as at the start; still estimating, the first estimate uses them."""
+        self.time_interval = time_interval
+        self.profiling_interval = profiling_interval
+        if self.iter_interval is None:
+            return
+        floor = max(1, profiling_interval)
+        if time_interval == 0:
+            new = floor
+        elif self.step_time_s:
+            new = max(floor, round(time_interval / self.step_time_s))
+        else:
+            self.iter_interval = self._pending = self.prev_iter_start_time = None
+            self.step_times.clear()
+            return
+        self._pending = new if new != self.iter_interval else None
+
     def is_interval_elapsed(self) -> bool:
         """True iff the latest ``iter_increase`` was a report iteration."""
         iv = self.iter_interval

@@ -48,6 +48,13 @@ def generate(
     info = guard.call("report.group", run.refresh, None)
     if info is None:
         return None
+    control = run.control
+    # False: disabled (or enabled at this report); None: the broadcast failed, and the
+    # gather on the same group would fail too.
+    if control is not None and not guard.call(
+        "control.exchange", lambda: control.exchange(run, info), None
+    ):
+        return None
     sequence, window_s = run.next_window()
     payload, sec_summ, ker_summ = guard.call(
         "report.local", functools.partial(builder.collect, sequence), builder.empty()
@@ -154,7 +161,6 @@ def _learn_sections(
 def _score_report(
     run: RunState, report: Report, payloads: list[RankPayload], sequence: int, window_s: float
 ) -> ScoreReport:
-    choice = run.choice
     return to_score_report(
         report,
         job=run.job,
@@ -163,5 +169,19 @@ def _score_report(
         window_s=window_s,
         rank_info={p.info.rank: p.info for p in payloads},
         world_size=run.info.world_size,
-        kernel_timing=KernelTiming(backend=choice.name, reason=choice.reason),
+        kernel_timing=_kernel_timing(run),
+    )
+
+
+def _kernel_timing(run: RunState) -> KernelTiming:
+    """The backend, and what became of this rank's kernel records in the window;
+    ``droppedRecords`` stays the sum over the gathered ranks (``to_score_report``)."""
+    choice, counts = run.choice, run.payloads.kernel_counts
+    return KernelTiming(
+        backend=choice.name,
+        reason=choice.reason,
+        attributed_records=counts["attributed"],
+        unattributed_records=counts["unattributed"],
+        held_records=counts["held"],
+        lost_markers=counts["lost_markers"],
     )

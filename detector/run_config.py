@@ -32,6 +32,21 @@ as NVRx does (no separate group, no timeout of the detector's own)."""
 _SEPARATORS = re.compile(r"[\s,;|+]+")
 
 
+class _DefaultInterval(int):
+    """``profiling_interval``'s default: 1, told apart from a 1 the user passed."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "1"
+
+
+DEFAULT_PROFILING_INTERVAL: int = _DefaultInterval(1)
+"""``initialize``'s default ``profiling_interval`` (1, NVRx's). Left at it, kernel
+tracing samples entries by the per-window rule (cupti_ext/sampling.py); any value
+passed, 1 too, is traced at exactly that cadence, as NVRx does."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunConfig:
     """The validated arguments of one ``initialize``."""
@@ -49,6 +64,11 @@ class RunConfig:
     """None: ``$PACEKEEPER_REPORT_TIMEOUT_S``, else 60 s (``env``)."""
     report_backend: str | None = None
     """None: gloo; ``"job"``: the job's group itself; else a torch.distributed backend."""
+    interval_given: bool = True
+    """Whether the user chose ``profiling_interval``. True: every entry the sections
+    profile has its kernels traced, as NVRx does; False (``DEFAULT_PROFILING_INTERVAL``,
+    or a bare 1 from a caller that cannot tell): a per-window share of them
+    (cupti_ext/sampling.py)."""
 
 
 def build_config(
@@ -62,6 +82,7 @@ def build_config(
     adaptive_interval: bool = True,
     report_timeout_s: float | None = None,
     report_backend: str | None = None,
+    interval_given: bool | None = None,
 ) -> RunConfig:
     """Check ``initialize``'s arguments in its order; raises ValueError naming the first bad one."""
     scores = validate_scores(scores_to_compute)
@@ -79,7 +100,10 @@ def build_config(
     return RunConfig(
         scores_to_compute=scores,
         gather_on_rank0=bool(gather_on_rank0),
-        profiling_interval=profiling_interval,
+        profiling_interval=int(profiling_interval),
+        interval_given=(
+            is_interval_given(profiling_interval) if interval_given is None else interval_given
+        ),
         report_time_interval=float(report_time_interval),
         node_name=node_name,
         missing_scores="nan" if missing_scores == "nan" else "absent",
@@ -87,6 +111,18 @@ def build_config(
         report_timeout_s=None if report_timeout_s is None else float(report_timeout_s),
         report_backend=report_backend,
     )
+
+
+def is_interval_given(profiling_interval: int) -> bool:
+    """Whether ``profiling_interval`` is the user's choice, where the caller did not
+    say (``build_config(interval_given=None)``): the sentinel default is not, any value
+    but 1 is, and a bare 1 is taken for NVRx's default (a caller passing the default on
+    as a plain 1 cannot tell it from a choice), so such jobs keep per-window sampling.
+    ``initialize`` tells for certain with ``interval_given=profiling_interval is not
+    DEFAULT_PROFILING_INTERVAL``."""
+    if isinstance(profiling_interval, _DefaultInterval):
+        return False
+    return profiling_interval != 1
 
 
 def _unknown(scores_to_compute: Any) -> ValueError:

@@ -27,6 +27,7 @@ from .sections import SectionTable
 if TYPE_CHECKING:
     from pacekeeper.cupti_ext import BackendChoice, KernelTimingBackend
 
+    from .control import ControlExchange
     from .run_config import RunConfig
     from .score_report import JobIdentity
 
@@ -70,6 +71,8 @@ class RunState:
         """Sections any rank reported since initialize, in order (NVRx's name table)."""
         self.sequence = 0
         self.window_start = time.monotonic()
+        self.control: ControlExchange | None = None
+        """Runtime control (``control_cycle``), when this run exchanges it."""
         self.tracker = IntervalTracker(
             config.report_time_interval,
             config.profiling_interval,
@@ -99,7 +102,10 @@ class RunState:
         guard = Guard()
         # The GPU score reads kernel statistics over every traced section entry;
         # per-section breakdowns would be folded and snapshotted for nobody.
-        backend, choice = select_backend(kernel_timing, section_stats=False)
+        sampling = _sampling_options(config)
+        backend, choice = select_backend(kernel_timing, section_stats=False, **sampling)
+        if choice.name == "cupti":
+            _log_sampling(config, sampling)
         logger.info(
             "kernel timing backend selected",
             extra={"backend": choice.name, "reason": choice.reason},
@@ -163,6 +169,42 @@ class RunState:
 
         return self.guard.call("interval.sync", agree, float("nan"))
 
+    def close_control(self) -> None:
+        """Stop reading runtime control (before the reporter it reads through closes)."""
+        if self.control is not None:
+            self.guard.call("control.close", self.control.close, None)
+
     def close(self) -> None:
-        """Release the backend (never raises)."""
+        """Release the control source and the backend (never raises)."""
+        self.close_control()
         self.guard.call("backend.shutdown", self.backend.shutdown, None)
+
+
+def _sampling_options(config: RunConfig) -> dict[str, Any]:
+    """The CUPTI backend's sampling: fixed where ``PACEKEEPER_KERNEL_SAMPLE_EVERY`` or a
+    ``profiling_interval`` the user gave says so (cupti_ext/sampling.py), else left to
+    the backend's per-window rule (no option passed)."""
+    from pacekeeper.cupti_ext.cupti_env import sample_every_from_env
+    from pacekeeper.cupti_ext.sampling import fixed_sample_every
+
+    fixed = fixed_sample_every(
+        interval_given=config.interval_given, env_value=sample_every_from_env()
+    )
+    return {} if fixed is None else {"sample_every": fixed}
+
+
+def _log_sampling(config: RunConfig, sampling: dict[str, Any]) -> None:
+    """Say once, at initialize, which entries get their kernels traced."""
+    interval = max(1, config.profiling_interval)
+    if not sampling:
+        logger.info(
+            "kernel tracing samples profiled entries per window (profiling_interval left "
+            "at its default); pass profiling_interval, or set "
+            "PACEKEEPER_KERNEL_SAMPLE_EVERY=N, to fix the cadence",
+            extra={"profiling_interval": interval},
+        )
+    else:
+        logger.info(
+            "kernel tracing fixed: one profiled entry in sample_every",
+            extra={"profiling_interval": interval, "sample_every": sampling["sample_every"]},
+        )

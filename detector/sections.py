@@ -245,6 +245,14 @@ class SectionTable:
         table[OVERFLOW_SECTION] = h
         return h
 
+    def set_profiling_interval(self, interval: int) -> None:
+        """Time every ``interval``-th entry from now on (runtime control): each section
+        reads its own attribute on entry, so the hot path is unchanged."""
+        with self._lock:
+            self._interval = interval
+            for section in self.sections.values():
+                section.profiling_interval = interval
+
     def drain(self) -> list[SectionSummary]:
         """Summaries of every section entered (and timed) in this window; resets them."""
         out = []

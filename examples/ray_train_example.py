@@ -22,13 +22,14 @@ from typing import Any
 def train_loop_per_worker(config: dict[str, Any]) -> dict[str, Any]:
     """Each worker: a small model, the Detector around the step, a report every few steps.
 
-    The reporter needs no code beyond the Detector's: ``reporter="auto"`` in a Ray
-    worker picks the ScoreBoard, and the Detector names the job after the Ray job id."""
+    ``detect_stragglers`` starts the Detector with the ScoreBoard reporter (the reporting
+    worker publishes under the driver's Ray job) and flushes and shuts it down at the end."""
     import ray.train
     import torch
     import torch.distributed as dist
 
     from pacekeeper.detector import Detector
+    from pacekeeper.detector.integrations.ray_train import detect_stragglers
 
     rank = dist.get_rank()
     steps: int = config.get("steps", 6)
@@ -36,12 +37,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> dict[str, Any]:
     slow_rank: int = config.get("slow_rank", 1)
     extra_delay_s: float = config.get("extra_delay_s", 0.02)
 
-    Detector.initialize(report_time_interval=3600, kernel_timing="none", reporter="ray")
-    publisher = Detector.reporter()  # on rank 0 only: it holds the whole job's report
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(32, 32))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     data = torch.randn(16, 32)
-    try:
+    with detect_stragglers(report_time_interval=3600, kernel_timing="none") as detection:
         for step in range(steps):
             # Time the compute only: DDP's all-reduce in backward makes every rank wait
             # for the slowest, so a section around it would make them all look slow.
@@ -53,16 +52,11 @@ def train_loop_per_worker(config: dict[str, Any]) -> dict[str, Any]:
             loss.backward()
             opt.step()
             if (step + 1) % report_every == 0:
-                Detector.generate_report()
-        metrics: dict[str, Any] = {"loss": float(loss.detach())}
-        if publisher is not None:
-            publisher.close(timeout_s=30)
-            stats = publisher.stats()
-            metrics |= {"reports_published": stats.published, "reports_failed": stats.rejected}
-        ray.train.report(metrics)
-        return metrics  # Ray Train 2.5x+ hands rank 0's back as Result.return_value
-    finally:
-        Detector.shutdown()
+                detection.report()  # or detection.step() every iteration, on the interval
+        detection.flush(timeout_s=30)
+        metrics: dict[str, Any] = {"loss": float(loss.detach())} | detection.stats()
+    ray.train.report(metrics)
+    return metrics  # Ray Train 2.5x+ hands rank 0's back as Result.return_value
 
 
 def run(*, num_workers: int = 2, steps: int = 6, report_every: int = 3, storage_path: str) -> Any:
@@ -85,8 +79,7 @@ def run(*, num_workers: int = 2, steps: int = 6, report_every: int = 3, storage_
 def main() -> None:
     import ray
 
-    from pacekeeper.detector.reporters.ray_scoreboard import get_scoreboard
-    from pacekeeper.detector.score_report import ScoreReport
+    from pacekeeper.detector.integrations.ray_train import job_key, latest_report
 
     if os.environ.get("RAY_ADDRESS"):
         ray.init()
@@ -95,8 +88,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as storage:
         result = run(num_workers=2, steps=6, report_every=3, storage_path=storage)
     print("worker metrics:", result.metrics)
-    job = f"ray:{ray.get_runtime_context().get_job_id()}"
-    latest = ScoreReport.from_wire(ray.get(get_scoreboard().latest.remote(job)))
+    job = job_key()
+    latest = latest_report(job)
+    assert latest is not None
     print("job", job, "report", latest.sequence, "worst rank", latest.summary.worst_rank)
     for r in latest.ranks:
         print(f"  rank {r.rank} on {r.node}: forward score {r.section_relative.get('forward')}")

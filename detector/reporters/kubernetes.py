@@ -10,7 +10,8 @@ goes when the job goes. The pod needs a namespaced Role with get/create on
 
 All I/O runs on the publisher's thread with short timeouts and no client-level retries
 (the publisher owns retrying), so an API server that errors or never answers costs the
-training loop nothing.
+training loop nothing. ``read_control`` reads ``spec.control`` for runtime control, on
+the control watcher's thread (``detector/control_sources.py``).
 """
 
 from __future__ import annotations
@@ -104,6 +105,25 @@ class KubernetesStatusSink:
                 raise ReportRejected(f"StragglerReport status refused (422): {e.reason}") from e
             raise
         self._previous = _status_of(obj) or status
+
+    def read_control(self) -> Any:
+        """``spec.control`` of the job's StragglerReport, as stored (None when the object
+        or the field is absent): runtime control, read on the control watcher's thread
+        with the same short timeouts. Written by a platform engineer or the controller;
+        the reporter Role may only read spec (docs/security.md)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            obj = self._custom_objects().get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, self.object_name,
+                _request_timeout=self._timeout,
+            )  # fmt: skip
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        spec = obj.get("spec") if isinstance(obj, dict) else None
+        return spec.get("control") if isinstance(spec, dict) else None
 
     def _ensure_object(self, api: Any, report: ScoreReport) -> None:
         from kubernetes.client.exceptions import ApiException

@@ -12,6 +12,9 @@ token it returns must come with every publish of that job's reports
 again on the next retry, which also re-creates a board that was killed for good; a
 board that lost its tokens (restarted) makes the sink register again.
 
+Runtime control: the operator sets a job's control with the board's control key
+(``board_control.py``); the sink's ``read_control`` reads it for the job's reporting rank.
+
 Ray is imported inside functions: ``pacekeeper.detector`` must import without it.
 """
 
@@ -23,6 +26,7 @@ import time
 from typing import Any
 
 from ..score_report import JobIdentity, Platform, ReportRejected, ScoreReport
+from .board_control import ControlTable, control_key_digest
 from .board_store import BoardStore
 from .publish_tokens import PublishRefused, UnknownToken
 from .ray_badge import badge_job, create_badge, ray_job_key
@@ -56,6 +60,7 @@ class ScoreBoard:
         persist: bool = True,
         store_prefix: str = DEFAULT_STORE_PREFIX,
         store_key: str | None = None,
+        control_key_sha256: str | None = None,
     ) -> None:
         self._core = ScoreBoardCore(
             max_history=max_history,
@@ -75,8 +80,14 @@ class ScoreBoard:
         """Keys of this board in the GCS store; another board (a benchmark's) uses another."""
         self._restored = 0
         self._restore_refused = 0
+        control_store = BoardStore(f"{store_prefix.rstrip('/')}-control/", key) if persist else None
+        self._controls = ControlTable(
+            key_digest=control_key_sha256, max_jobs=max_jobs, store=control_store
+        )
+        """Runtime control per job (``board_control.py``): written with the control key."""
         if persist:
             self._restore()
+            self._controls.restore()
 
     # --- writes -----------------------------------------------------------------
 
@@ -142,6 +153,17 @@ class ScoreBoard:
         """Keys this board holds in the GCS store (to check the store stays bounded)."""
         return self._store.count() if self._persist else 0
 
+    def set_control(self, job: str, control: dict[str, Any] | None, key: str) -> dict[str, Any]:
+        """Set (None: remove) ``job``'s runtime control; ``key`` is the control key the
+        board was created with. Raises ``PublishRefused`` without it, ValueError for a
+        document that does not check. The job's reporting rank reads it within
+        ``PACEKEEPER_CONTROL_POLL_S`` and every rank applies it at the next report."""
+        return self._controls.set(job, control, key)
+
+    def control(self, job: str) -> dict[str, Any] | None:
+        """``job``'s runtime control document (wire form), or None."""
+        return self._controls.get(job)
+
     # --- reads ------------------------------------------------------------------
 
     def latest(self, job: str) -> dict[str, Any] | None:
@@ -163,17 +185,25 @@ class ScoreBoard:
             "restored_jobs": self._restored,
             "restore_refused": self._restore_refused,
             "registered_jobs": len(self._core.tokens),
+            "control_refused": self._controls.refused,
         }
 
     def ping(self) -> bool:
         return True
 
 
-def get_scoreboard(*, create: bool = True, **board_options: Any) -> Any:
+def get_scoreboard(
+    *, create: bool = True, control_key: str | None = None, **board_options: Any
+) -> Any:
     """The board's actor handle; with ``create`` it is made when missing. Needs
     ``ray.init`` first. ``board_options`` only apply when this call creates it; the
-    store key is new for each call, so only the creating call's is ever used."""
+    store key is new for each call, so only the creating call's is ever used. A board
+    created with ``control_key`` accepts ``set_control`` calls that carry that key
+    (it keeps only its digest); without one it accepts none."""
     import ray
+
+    if control_key is not None:
+        board_options.setdefault("control_key_sha256", control_key_digest(control_key))
 
     if not create:
         return ray.get_actor(SCOREBOARD_NAME, namespace=SCOREBOARD_NAMESPACE)
@@ -309,6 +339,21 @@ class RayScoreBoardSink:
             if isinstance(e, ReportRejected):
                 raise ReportRejected(str(e)) from e
             raise
+
+    def read_control(self) -> dict[str, Any] | None:
+        """This job's runtime control on the board (None: none, or no board or Ray yet);
+        called on the control watcher's thread, never creating the board."""
+        import ray
+
+        if not ray.is_initialized():
+            return None
+        job = self._ray_job or ray_job_key(ray.get_runtime_context().get_job_id())
+        try:
+            board = ray.get_actor(SCOREBOARD_NAME, namespace=SCOREBOARD_NAMESPACE)
+        except ValueError:
+            return None  # no board yet: the first publish creates it
+        control: Any = ray.get(board.control.remote(job), timeout=self.timeout_s)
+        return control if isinstance(control, dict) else None
 
     def close(self) -> None:
         self._handle = None

@@ -1,0 +1,56 @@
+"""torchrun with ``--max-restarts 1`` and a script that fails once, reporting into the
+StragglerReport through the API harness: both attempts report as the same job, the
+restart is a new incarnation (even with ``PACEKEEPER_INCARNATION`` fixed for the pod),
+and the second attempt's reports, whose sequence starts again, land."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from harness import RunningServer
+from job_env import pod_env
+from reporter_helpers import CRD_PATH
+
+from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
+from pacekeeper.detector.score_report import ScoreReport
+
+JOB = Path(__file__).with_name("elastic_job.py")
+
+
+@pytest.mark.parametrize("fixed", [None, "pod-7f9c"])
+def test_a_restart_keeps_the_job_and_starts_a_new_incarnation(
+    k8s_server: RunningServer, tmp_path: Path, fixed: str | None
+) -> None:
+    k8s_server.apply_yaml(CRD_PATH)
+    env = pod_env(tmp_path, k8s_server.url, "elastic") | {
+        # torchrun's agent keeps one store for every attempt, so a process group made
+        # late in a restarted attempt can read a dead peer's address from the attempt
+        # before (docs/integrations.md, torchrun); a store per attempt avoids it.
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+    }
+    if fixed:
+        env["PACEKEEPER_INCARNATION"] = fixed
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+         "--nproc-per-node=2", "--max-restarts=1", str(JOB)],
+        env=env, capture_output=True, text=True, timeout=200, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    first, second = (json.loads((tmp_path / f"attempt{a}.json").read_text()) for a in (0, 1))
+    assert first["job"] == second["job"] == "default/elastic"
+    assert first["incarnation"].endswith(".r0") and second["incarnation"].endswith(".r1")
+    if fixed:
+        assert first["incarnation"] == f"{fixed}.r0"
+    assert first["published"] == second["published"] == 2
+    assert first["sequence"] == second["sequence"] == 2  # the sequence started again
+    obj = dict(k8s_server.read(f"{GROUP}/{VERSION}", "StragglerReport", "elastic", "default"))
+    status = obj["status"]
+    assert status["incarnation"] == second["incarnation"]
+    report = ScoreReport.from_wire(status["report"])
+    assert report.sequence == 2 and [r.rank for r in report.ranks] == [0, 1]
+    patches = k8s_server.history.find(verb="patch", plural=PLURAL, subresource="status")
+    assert [p.status for p in patches] == [200] * 4

@@ -56,6 +56,9 @@ def main() -> None:
                 json.dumps({"published": stats.published, "dropped": stats.dropped_oldest,
                             "errors": stats.send_errors, "rejected": stats.rejected})
             )  # fmt: skip
+    # Ranks leave together: one that tears its groups down while rank 0 still flushes can
+    # abort in gloo's threads at exit (docs/detector.md, "The detector's process group").
+    dist.barrier()
     Detector.shutdown()
     dist.destroy_process_group()
 

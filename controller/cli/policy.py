@@ -24,13 +24,29 @@ and ``replay`` exit 2 for one too)."""
 
 @policy_app.command("validate")
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Policy YAML file(s).")],
+    files: Annotated[list[Path] | None, typer.Argument(help="Policy YAML file(s).")] = None,
+    helm_values: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--helm-values",
+            help="A Helm values file: its policy and mode as the chart renders them, "
+            "and values.schema.json.",
+        ),
+    ] = None,
+    chart: Annotated[
+        Path | None,
+        typer.Option(help="Chart directory for --helm-values; default: this checkout's."),
+    ] = None,
 ) -> None:
     """Validate policy documents; exit 2 naming the file and field of each error. Risky
     settings a document accepts (acknowledgeUnsafe) are printed as warnings."""
     out, err = Console(), Console(stderr=True)
+    if not files and not helm_values:
+        raise typer.BadParameter("give policy file(s) or --helm-values FILE")
     failed = 0
-    for path in files:
+    for values_path in helm_values or []:
+        failed += _validate_helm_values(values_path, chart, out, err)
+    for path in files or []:
         try:
             doc = load_policy_file(path)
         except PolicyError as e:
@@ -43,6 +59,23 @@ def validate(
         out.print(summary_table(doc))
     if failed:
         raise typer.Exit(INVALID_POLICY_EXIT)
+
+
+def _validate_helm_values(path: Path, chart: Path | None, out: Console, err: Console) -> int:
+    from pacekeeper.controller.cli.helm_values import check_helm_values, default_chart_dir
+
+    check = check_helm_values(path, chart or default_chart_dir())
+    for note in check.notes:
+        _tell(err, "[bold yellow]note[/]", f"{path}: {note}")
+    for error in check.errors:
+        _tell(err, "[bold red]invalid[/]", error)
+    if check.errors or check.document is None:
+        return 1
+    for warning in check.document.warnings():
+        _tell(err, "[bold yellow]warning[/]", f"{path}: {warning}")
+    out.print(f"[bold green]valid[/] {path} (Helm values)", highlight=False)
+    out.print(summary_table(check.document))
+    return 0
 
 
 def _tell(console: Console, label: str, text: str) -> None:

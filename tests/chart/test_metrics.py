@@ -76,3 +76,23 @@ def test_helm_test_hook_scrapes_the_metrics_service() -> None:
     assert f"http://{RELEASE}-pacekeeper-metrics.{NAMESPACE}.svc:8080/metrics" in script
     assert "pacekeeper_leader" in script
     assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+def test_network_policy_admits_only_scrapes_of_the_metrics_port() -> None:
+    objects = render(FEATURES["metrics-network-policy"])
+    policy = one(objects, "NetworkPolicy")
+    pod = one(objects, "Deployment")["spec"]["template"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress to the API stays open
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert rule["from"] == [{"podSelector": {}}]  # default: the release namespace only
+    assert "NetworkPolicy" not in [o["kind"] for o in render()]
+
+
+def test_network_policy_peers_come_from_values() -> None:
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    values = {"metrics": {"networkPolicy": {"enabled": True, "from": [peer]}}}
+    (rule,) = one(render(values), "NetworkPolicy")["spec"]["ingress"]
+    assert rule["from"] == [peer]

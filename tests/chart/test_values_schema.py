@@ -73,6 +73,10 @@ BAD_VALUES: dict[str, tuple[dict[str, Any], list[str]]] = {
         {"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}},
         ["/metrics/serviceMonitor/enabled"],
     ),
+    "network-policy-without-metrics": (
+        {"metrics": {"enabled": False, "networkPolicy": {"enabled": True}}},
+        ["/metrics/networkPolicy/enabled"],
+    ),
     "privileged-metrics-port": ({"metrics": {"port": 80}}, ["/metrics/port", "got 80"]),
     "negative-pdb": (
         {"podDisruptionBudget": {"minAvailable": -1}},
@@ -110,6 +114,34 @@ BAD_VALUES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "enforced-step-without-its-action": (
         enforce_with_ladder("cordonNode"),
         ["/policy/policies/default/ladder/cordonNode/enabled"],
+    ),
+    "drain-without-taint": (
+        {"policy": {"policies": {"default": {"ladder": {"drainNode": {"enabled": True}}}}}},
+        ["/policy/policies/default/ladder", "taintNode"],
+    ),
+    "taint-with-notify-off": (
+        {"policy": {"policies": {"default": {"ladder": ladder("taintNode")}}}},
+        ["/policy/policies/default/ladder/notify/enabled"],
+    ),
+    "section-score-without-section": (
+        {"policy": {"policies": {"default": {"score": {"kind": "sectionRelative"}}}}},
+        ["/policy/policies/default/score", "section"],
+    ),
+    "section-with-a-gpu-score": (
+        {"policy": {"policies": {"default": {"score": {"section": "forward"}}}}},
+        ["/policy/policies/default/score/section"],
+    ),
+    "opt-out-with-empty-match-labels": (
+        {"policy": {"optOuts": {"nodeSelectors": [{"matchLabels": {}}]}}},
+        ["/policy/optOuts/nodeSelectors/0/matchLabels", "minProperties"],
+    ),
+    "policies-without-the-default-one": (
+        {"policy": {"policies": {"gpu": {}}}},
+        ["/policy/policies", "'default'"],
+    ),
+    "no-policies": (
+        {"policy": {"policies": {}, "defaultPolicy": "gpu"}},
+        ["/policy/policies", "minProperties"],
     ),
 }
 

@@ -9,12 +9,21 @@ cluster (exactly as in a real job: ``PACEKEEPER_REPORTER=ray``), and the Ray-sid
 controller runs the real decision core against the board in dry-run, showing what it
 would do. At the end: the detector's report, the controller's decisions and a PNG
 heatmap of scores over ranks and time with the would-be actions marked.
+
+``--out DIR`` (default ``pacekeeper-demo``) receives:
+
+- ``heatmap.png``: the heatmap (docs/simulator.md, "Reading the heatmap");
+- ``trace.jsonl``: every ScoreReport the board kept, one wire dict per line, the format
+  ``pacekeeper replay`` reads;
+- ``policy.yaml``: the demo's dry-run policy, so ``pacekeeper replay --policy
+  DIR/policy.yaml --trace DIR/trace.jsonl`` backtests it, or an edited copy.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -162,8 +171,9 @@ def _heatmap(reports: list[Any], decisions: list[Decision], config: E2EConfig) -
             rec,
             truth,
             config.out_dir / "heatmap.png",
-            title=f"demo: rank {config.slow_rank} slowed (> marks it; x would-be action)",
-            time_label="minutes since the first report",
+            title=f"demo: rank {config.slow_rank} slowed in '{config.slow_section}'",
+            time_label="{unit} since the first report",
+            score_name="worst section score of each rank (1 = the job's pace)",
         )
     )
 
@@ -178,7 +188,7 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
         os.environ.setdefault(key, value)
 
     import ray
-    from demo_ranks import DemoConfig, demo_rank, render_report
+    from demo_ranks import DemoConfig, demo_rank, last_report, render_report
 
     from pacekeeper.detector.local_world import spawn_world
 
@@ -199,6 +209,7 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
     decisions: list[Decision] = []
     errors: list[str] = []
     stop = threading.Event()
+    handoff = tempfile.TemporaryDirectory(prefix="pacekeeper-demo-")
     try:
         # What an annotated job's environment carries: the ranks need no other wiring.
         os.environ["PACEKEEPER_REPORTER"] = "ray"
@@ -223,10 +234,9 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
             report_time_interval_s=config.report_time_interval_s,
         )
         config.out_dir.mkdir(parents=True, exist_ok=True)
-        # spawn, not fork: the ranks must not inherit this Ray driver's threads.
-        spawn_world(
-            demo_rank, config.world_size, rank_config, str(config.out_dir), start_method="spawn"
-        )
+        # spawn, not fork: the ranks must not inherit this Ray driver's threads. Rank 0
+        # hands its last detector Report back through a file in a private directory.
+        spawn_world(demo_rank, config.world_size, rank_config, handoff.name, start_method="spawn")
         time.sleep(2 * config.controller_interval_s)  # let the controller see the last one
         stop.set()
         controller.join(10)
@@ -238,14 +248,12 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
             os.environ.pop(key, None)
         ray.shutdown()
 
-    report_file = config.out_dir / "report.pkl"
-    if not reports or not report_file.exists():
+    final = last_report(handoff.name)
+    handoff.cleanup()
+    if not reports or final is None:
         console.print("[red]no report reached the ScoreBoard[/]", errors[-1:] or "")
         return 1
-    import pickle
-
-    with report_file.open("rb") as f:
-        final = pickle.load(f)
+    trace, policy_file = _write_trace(reports, config.out_dir)
     console.print(render_report(final, title="detector: section scores of the last window"))
     named = {
         s.rank for ids in final.identify_stragglers()["straggler_sections_relative"].values()
@@ -283,6 +291,11 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
         and d.node not in (None, slow_node)
     ]
     console.print(f"heatmap: {path}")
+    console.print(
+        f"trace: {trace} ({len(reports)} ScoreReports); backtest: "
+        f"pacekeeper replay --policy {policy_file} --trace {trace}",
+        soft_wrap=True,  # a command to copy: never broken over lines
+    )
     console.print(f"done in {time.monotonic() - started:.1f} s")
     # One window's medians can dip on a busy machine; the controller's persistence rule
     # is what must keep every other rank and node out of its actions.
@@ -290,6 +303,23 @@ def run_e2e_demo(config: E2EConfig | None = None, console: Console | None = None
     if not ok:
         console.print("[red]the demo did not come out as expected[/]")
     return 0 if ok else 1
+
+
+def _write_trace(reports: list[Any], out_dir: Path) -> tuple[Path, Path]:
+    """``trace.jsonl`` (the reports, as ``pacekeeper replay`` reads them) and
+    ``policy.yaml`` (the demo's policy) in ``out_dir``."""
+    import yaml
+
+    from pacekeeper.controller.core.policy import API_VERSION, KIND
+    from pacekeeper.controller.traces.reports import write_jsonl
+
+    trace = out_dir / "trace.jsonl"
+    write_jsonl(reports, trace)
+    body = demo_policy().model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    policy_file = out_dir / "policy.yaml"
+    text = yaml.safe_dump({"apiVersion": API_VERSION, "kind": KIND, **body}, sort_keys=False)
+    policy_file.write_text(text, encoding="utf-8")
+    return trace, policy_file
 
 
 def describe(d: Decision) -> str:

@@ -4,10 +4,16 @@
 rank's training loop (its reports go to any listener registered on ``Detector``),
 ``render_report`` turns a ``Report`` into a rich table, and ``run_demo`` wires them to a
 local gloo world.
+
+Rank 0 hands its last ``Report`` (the detector's in-process object, which the table is
+drawn from) to the parent through ``HANDOFF`` in a private temporary directory: a
+pickle between processes of one run, never a file for users. The reports as data, the
+form ``pacekeeper replay`` reads, are the JSONL trace ``examples/demo.py`` writes.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import tempfile
@@ -19,6 +25,9 @@ from rich.table import Table
 
 from pacekeeper.detector import Detector, Report
 from pacekeeper.detector.local_world import spawn_world
+
+HANDOFF = "last-report.pickle"
+"""Rank 0's last Report, for the parent process of the same run (see the docstring)."""
 
 SECTIONS_MS = {"data": 2.0, "forward": 6.0, "backward": 10.0, "optimizer": 2.0}
 """Simulated step: what each section costs on a healthy rank (sleeps, so the demo
@@ -60,13 +69,23 @@ def demo_rank(rank: int, world_size: int, config: DemoConfig, out_dir: str) -> N
     finally:
         Detector.shutdown()
     if rank == 0 and last is not None:
-        with open(os.path.join(out_dir, "report.pkl"), "wb") as f:
+        with open(os.path.join(out_dir, HANDOFF), "wb") as f:
             pickle.dump(last, f)
+
+
+def last_report(out_dir: str) -> Report | None:
+    """Rank 0's last Report from ``out_dir`` (None: the ranks produced none)."""
+    path = os.path.join(out_dir, HANDOFF)
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        report: Report = pickle.load(f)
+    return report
 
 
 def _measured(report: Report) -> bool:
     return any(
-        score == score  # NaN is the one value unequal to itself
+        not math.isnan(score)
         for scores in report.section_relative_perf_scores.values()
         for score in scores.values()
     )
@@ -114,12 +133,11 @@ def run_demo(config: DemoConfig | None = None, console: Console | None = None) -
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="pacekeeper-demo-") as out_dir:
         spawn_world(demo_rank, config.world_size, config, out_dir)
-        path = os.path.join(out_dir, "report.pkl")
-        if not os.path.exists(path):
-            console.print("[red]no report was produced[/]")
-            return 1
-        with open(path, "rb") as f:
-            report: Report = pickle.load(f)
+        found = last_report(out_dir)
+    if found is None:
+        console.print("[red]no report was produced[/]")
+        return 1
+    report = found
     console.print(render_report(report))
     stragglers = report.identify_stragglers()
     named = {s.rank for ids in stragglers["straggler_sections_relative"].values() for s in ids}

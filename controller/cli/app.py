@@ -9,6 +9,8 @@ import typer
 
 from pacekeeper.controller.cli.operator import operator_app
 from pacekeeper.controller.cli.policy import policy_app
+from pacekeeper.controller.cli.ray_controller import ray_controller
+from pacekeeper.controller.cli.status import status_app
 from pacekeeper.controller.cli.traces import export_app, trace_app
 
 app = typer.Typer(no_args_is_help=True, help="pacekeeper: find slow ranks and act on them, safely.")
@@ -16,6 +18,26 @@ app.add_typer(policy_app, name="policy")
 app.add_typer(operator_app, name="operator")
 app.add_typer(trace_app, name="trace")
 app.add_typer(export_app, name="export")
+app.add_typer(status_app, name="status")
+app.command("ray-controller")(ray_controller)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"pacekeeper {version('pacekeeper')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """pacekeeper: find slow ranks and act on them, safely."""
 
 
 @app.command()

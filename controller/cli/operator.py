@@ -110,6 +110,16 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
     log_format: Annotated[str, typer.Option(help="json | text")] = "json",
     log_level: Annotated[str, typer.Option(envvar="PACEKEEPER_LOG_LEVEL")] = "info",
     resync_s: Annotated[float, typer.Option(help="Re-reconcile every job this often.")] = 30.0,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Reconciles in flight at once, never two of one job.")
+    ] = 4,  # runtime.operator.DEFAULT_WORKERS (imported lazily, like the rest)
+    on_invalid_policy: Annotated[
+        str,
+        typer.Option(
+            help="exit (status 2) | wait: stay up deciding nothing, serve "
+            "pacekeeper_policy_valid 0 and re-read the file until it is valid."
+        ),
+    ] = "exit",
     kubeconfig: Annotated[
         Path | None,
         typer.Option(
@@ -118,6 +128,8 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
         ),
     ] = None,
 ) -> None:
+    """Run the Kubernetes controller: watch opted-in jobs' StragglerReports, decide under
+    the policy document and act (within its mode and budgets) as the elected leader."""
     from pacekeeper.controller.core.policy import Mode, PolicyError, load_policy_file
     from pacekeeper.controller.runtime import logs
     from pacekeeper.controller.runtime.operator import (
@@ -145,11 +157,17 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
             ) from None
     if metrics_port < 0 or metrics_port > 65535:
         raise typer.BadParameter(f"{metrics_port} is not a port", param_hint="--metrics-port")
+    if on_invalid_policy not in ("exit", "wait"):
+        raise typer.BadParameter(
+            f"{on_invalid_policy!r} is not one of exit, wait", param_hint="--on-invalid-policy"
+        )
+    doc = None
     try:
         doc = effective_mode(load_policy_file(policy), cli_mode)
     except PolicyError as e:
         typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from e
+        if on_invalid_policy == "exit":
+            raise typer.Exit(2) from e
     config = OperatorConfig(
         namespace=namespace,
         identity=identity or default_identity(),
@@ -157,10 +175,15 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
         lease_name=lease_name,
         resync_s=resync_s,
         metrics_port=metrics_port,
+        workers=workers,
     )
     try:
         api_client = _api_client(kubeconfig)
     except KubeConfigError as e:
         typer.echo(f"pacekeeper: {e}", err=True)
         raise typer.Exit(2) from None
+    if doc is None:  # --on-invalid-policy wait
+        from pacekeeper.controller.runtime.policy_wait import run_after_valid_policy
+
+        raise typer.Exit(run_after_valid_policy(api_client, policy, cli_mode, config, stop))
     raise typer.Exit(run(api_client, doc, config, stop=stop))

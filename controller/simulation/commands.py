@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from pacekeeper.controller.simulation.quality import Quality
+
+if TYPE_CHECKING:
+    from pacekeeper.controller.core.decisions import Decision
+    from pacekeeper.controller.core.policy import PolicyDocument
+    from pacekeeper.detector.score_report import ScoreReport
 
 PROGRESS_MIN_RANK_WINDOWS = 20_000
 """Show a progress bar when ranks x windows is at least this (runs longer than ~2 s)."""
@@ -63,7 +70,14 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
     except ValueError as e:
         console.print(f"[red]error:[/] {e}")
         return 2
-    windows = int(duration_s // ModelParams().window_s)
+    window_s = ModelParams().window_s
+    windows = int(duration_s // window_s)
+    if windows < 1:
+        console.print(
+            f"[red]error:[/] --duration {duration_s:g} is shorter than one report window "
+            f"({window_s:g} s); give at least {window_s:g}"
+        )
+        return 2
     show = ranks * windows >= PROGRESS_MIN_RANK_WINDOWS
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -99,9 +113,16 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
     if trace is not None:
         console.print(f"trace written: {trace}")
     if plot is not None:
-        from pacekeeper.controller.simulation.plot import heatmap
+        from pacekeeper.controller.simulation.plot import heatmap, score_label
+        from pacekeeper.controller.simulation.presets import simulation_policy
 
-        heatmap(out.record, truth, plot, title=f"{scenario}, {ranks} ranks, seed {seed}")
+        heatmap(
+            out.record,
+            truth,
+            plot,
+            title=f"{scenario}, {ranks} ranks, seed {seed}",
+            score_name=score_label(doc or simulation_policy()),
+        )
         console.print(f"heatmap written: {plot}")
     return 0
 
@@ -116,22 +137,59 @@ def replay_command(policy: Path, trace: Path, show_holds: bool = False) -> int:
     console = Console()
     try:
         doc = load_policy_file(policy)
-        decisions = replay(read_trace(trace), doc)
+        reports = list(read_trace(trace))
+        if not reports:
+            raise ValueError(f"{trace} holds no ScoreReports: nothing to replay")
+        missing = missing_sections(doc, reports)
+        if missing:
+            raise ValueError(missing)
+        decisions = replay(reports, doc)
     except (OSError, ValueError) as e:
         console.print(f"[red]error:[/] {e}")
         return 2
     table = Table(title=f"replay of {trace} under {policy}")
-    for col in ("t s", "subject", "verdict", "action", "reason"):
-        table.add_column(col)
+    for col in ("t s", "subject", "ranks", "verdict", "action", "reason", "mode"):
+        table.add_column(col, overflow="fold")
     counts: Counter[tuple[str, str]] = Counter()
     for t, d in decisions:
         counts[(d.verdict.value, d.reason.value)] += 1
         if d.action is None and d.verdict is Verdict.HOLD and not show_holds:
             continue
+        ranks = d.evidence.get("ranks")
         table.add_row(
-            f"{t:.0f}", d.subject, d.verdict.value, d.action.value if d.action else "-", d.reason
+            f"{t:.0f}",
+            d.subject,
+            ", ".join(str(r) for r in ranks) if isinstance(ranks, list) and ranks else "-",
+            _verdict(d),
+            d.action.value if d.action else "-",
+            d.reason,
+            d.mode.value,
         )
     console.print(table)
     summary = ", ".join(f"{v}/{r}: {n}" for (v, r), n in sorted(counts.items()))
-    console.print(f"{len(decisions)} decisions ({summary})")
+    console.print(f"{len(decisions)} decisions under mode {doc.mode.value} ({summary})")
     return 0
+
+
+def _verdict(d: Decision) -> str:
+    """``hold (would act)`` for the act that observe or dry-run turned into a hold."""
+    would = d.evidence.get("wouldBe")
+    return f"{d.verdict.value} (would {would})" if would else d.verdict.value
+
+
+def missing_sections(doc: PolicyDocument, reports: Sequence[ScoreReport]) -> str | None:
+    """Why the trace cannot judge ``doc``'s policies, when a policy scores a section that
+    no report of the trace timed (each decision would otherwise read ``StaleData``)."""
+    seen = {
+        name
+        for r in reports
+        for rank in r.ranks
+        for name in (*rank.section_relative, *rank.section_individual)
+    }
+    wanted = {name: p.score.section for name, p in doc.policies.items() if p.score.section}
+    lacking = {name: sec for name, sec in wanted.items() if sec not in seen}
+    if not lacking:
+        return None
+    which = "; ".join(f"policy {n!r} scores section {sec!r}" for n, sec in sorted(lacking.items()))
+    have = ", ".join(sorted(seen)) or "none"
+    return f"{which}, which no report in the trace has (sections in the trace: {have})"

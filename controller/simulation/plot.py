@@ -1,36 +1,60 @@
 """A PNG heatmap of scores over ranks and time, with stragglers and actions marked.
 
 matplotlib is an optional extra (``pacekeeper[plot]``) and is imported here only, with
-the Agg backend (no display needed)."""
+the Agg backend (no display needed). docs/simulator.md, "Reading the heatmap", shows
+one and says how to read it."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from pacekeeper.controller.core.policy import PolicyDocument, ScoreKind
 from pacekeeper.controller.simulation.quality import SubjectKind, Truth
 from pacekeeper.controller.simulation.runner import RunRecord
 
 MAX_ROWS = 512
 """Rows drawn at most: larger jobs are shown per node (the worst rank of each node)."""
+SECONDS_UP_TO_S = 600.0
+"""Runs up to this long get a time axis in seconds, longer ones in minutes."""
+MAX_ROW_TICKS = 32
+"""More rows than this get ticks on a coarser integer step."""
 
 
-def heatmap(
+def score_label(policy: PolicyDocument | None) -> str:
+    """The colour bar's name: the score the default policy judges by (its section too)."""
+    resolved = policy.policy_for(None) if policy is not None else None
+    if resolved is None:
+        return "worst score of each rank (1 = the job's pace)"
+    name, p = resolved
+    sel = p.score
+    what = "worst score" if sel.kind is ScoreKind.WORST else f"{sel.kind.value} score"
+    if sel.section:
+        what += f" of section '{sel.section}'"
+    return f"{what} (policy '{name}'; 1 = the job's pace)"
+
+
+def heatmap(  # noqa: PLR0917 - one figure, drawn in one place
     rec: RunRecord,
     truth: Truth,
     path: str | Path,
     title: str = "",
-    time_label: str = "simulated minutes",
+    time_label: str = "simulated {unit}",
+    score_name: str = "worst score of each rank (1 = the job's pace)",
 ) -> Path:
-    """Write the heatmap; returns the path. Colour: the lowest score of each rank per
-    report (1.0 white/yellow, lower darker). Faulty ranks are marked on the left edge,
-    their fault start with a dashed line; pacekeeper's actions (x) and would-be actions
-    are drawn where and when they were decided."""
+    """Write the heatmap; returns the path. Colour: ``score_name`` of each rank (or the
+    worst rank of each node, past ``MAX_ROWS``) per report, 1.0 light, lower darker; a
+    cell is one report window of one rank. Faulty ranks are marked on the left edge and
+    their fault start with a dashed line; a rank decision is drawn on its row, a node
+    decision as a bar over that node's rows. ``time_label`` may name ``{unit}``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     scores = np.array(rec.scores).T if rec.scores else np.zeros((rec.ranks, 0))
     per_node = rec.ranks > MAX_ROWS
@@ -41,38 +65,65 @@ def heatmap(
         padded[: rec.ranks] = scores
         with np.errstate(all="ignore"):
             scores = np.nanmin(padded.reshape(rows, group, -1), axis=1)
-    fig, ax = plt.subplots(figsize=(10, 5), dpi=110)
     t_end = rec.times_s[-1] if rec.times_s else rec.window_s
-    extent = (0.0, t_end / 60.0, rows - 0.5, -0.5)
+    minutes = t_end > SECONDS_UP_TO_S
+    scale = 60.0 if minutes else 1.0
+    unit = "minutes" if minutes else "seconds"
+    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
+    # Each column spans the window it scores: (end - window, end].
+    extent = (max(0.0, (t_end - rec.window_s * scores.shape[1])) / scale, t_end / scale)
     img = ax.imshow(
         np.nan_to_num(scores, nan=1.0),
         aspect="auto",
         cmap="magma",
         vmin=max(0.0, float(np.nanmin(scores)) if scores.size else 0.0),
         vmax=1.0,
-        extent=extent,
+        extent=(extent[0], extent[1], rows - 0.5, -0.5),
         interpolation="nearest",
     )
-    fig.colorbar(img, ax=ax, label="score the policy judges by")
+    fig.colorbar(img, ax=ax, label=score_name + (", worst rank per node" if per_node else ""))
     for r in sorted(truth.faulty_ranks):
-        y = r // group
-        ax.plot([0], [y], marker=">", color="cyan", markersize=7, clip_on=False)
+        ax.plot([extent[0]], [r // group], marker=">", color="cyan", markersize=7, clip_on=False)
     if truth.start_s is not None:
-        ax.axvline(truth.start_s / 60.0, color="cyan", linestyle="--", linewidth=1)
+        ax.axvline(truth.start_s / scale, color="cyan", linestyle="--", linewidth=1)
     for f in rec.ours:
-        row: float = (f.id if f.kind is SubjectKind.RANK else f.id * rec.gpus_per_node) // group
+        colour = "lime" if f.disruptive else "deepskyblue"
+        x = f.time_s / scale
         if f.kind is SubjectKind.NODE and not per_node:
-            row += (rec.gpus_per_node - 1) / 2
+            first = f.id * rec.gpus_per_node
+            last = min(first + rec.gpus_per_node, rec.ranks) - 1
+            ax.vlines(x, first - 0.45, last + 0.45, colors=colour, linewidth=3)
+            continue
+        row = f.id if f.kind is SubjectKind.RANK else f.id * rec.gpus_per_node // group
         ax.plot(
-            f.time_s / 60.0,
+            x,
             row,
             marker="x" if f.disruptive else ".",
-            color="lime" if f.disruptive else "deepskyblue",
-            markersize=8 if f.disruptive else 4,
+            color=colour,
+            markersize=9 if f.disruptive else 5,
+            markeredgewidth=2,
         )
-    ax.set_xlabel(time_label)
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=min(rows, MAX_ROW_TICKS), integer=True))
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.set_xlabel(time_label.format(unit=unit))
     ax.set_ylabel("node" if per_node else "rank")
-    ax.set_title(title or "scores over ranks and time (> faulty, x action, . notice)")
+    ax.set_title(title or "scores over ranks and time")
+    handles: list[Any] = [
+        Line2D([], [], marker=">", color="cyan", linestyle="", label="faulty rank"),
+        Line2D([], [], color="cyan", linestyle="--", label="fault starts"),
+        Line2D([], [], marker="x", color="lime", linestyle="", label="disruptive action (rank)"),
+        Line2D([], [], color="lime", linewidth=3, label="node action (bar over its ranks)"),
+        Line2D([], [], marker=".", color="deepskyblue", linestyle="", label="notice (rank)"),
+        Line2D([], [], color="deepskyblue", linewidth=3, label="notice or hold (node)"),
+    ]
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.14),
+        ncol=3,
+        fontsize=8,
+        frameon=False,
+    )
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out)

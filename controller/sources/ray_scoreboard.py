@@ -380,7 +380,9 @@ class RayRunner:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m pacekeeper.controller.sources.ray_scoreboard --policy FILE``: run the
-    Ray-side controller on the cluster at ``--address`` (default: ``auto``)."""
+    Ray-side controller on the cluster at ``--address`` (default: ``auto``). Kept for
+    existing scripts; ``pacekeeper ray-controller`` (``controller/cli/ray_controller.py``)
+    is the command, with ``--mode`` and one log line per decision group."""
     import argparse
     from pathlib import Path
 

@@ -170,3 +170,11 @@ def test_notes_list_enabled_actions_and_reporter_namespaces() -> None:
 def test_notes_warn_about_a_budget_on_a_single_replica() -> None:
     assert "WARNING" in notes({"podDisruptionBudget": {"enabled": True}})
     assert "WARNING" not in notes(FEATURES["high-availability"])
+
+
+def test_notes_name_the_chart_default_policy_and_the_document_kind() -> None:
+    assert "pacekeeper.dev/policy: default " in notes()
+    text = notes({"policy": GPU_POLICY})
+    assert "pacekeeper.dev/policy: gpu " in text
+    assert "RemediationPolicies" in text
+    assert "PolicySet" not in text

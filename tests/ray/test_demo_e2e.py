@@ -32,3 +32,14 @@ def test_demo_names_the_slow_rank_and_shows_what_the_controller_would_do(
     png = out / "heatmap.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000
+    # The reports as data: the JSONL trace and the policy that `pacekeeper replay` reads.
+    assert sorted(p.name for p in out.iterdir()) == ["heatmap.png", "policy.yaml", "trace.jsonl"]
+    assert f"pacekeeper replay --policy {out}/policy.yaml --trace {out}/trace.jsonl" in text
+    replayed = subprocess.run(
+        [sys.executable, "-m", "pacekeeper.controller.cli", "replay",
+         "--policy", str(out / "policy.yaml"), "--trace", str(out / "trace.jsonl")],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "restartRank" in replayed.stdout and "(would act)" in replayed.stdout

@@ -1,0 +1,196 @@
+"""What ``pacekeeper status`` shows, from what the controller keeps: one ``JobStatus`` per
+job and its renderings (a rich table, a per-rank heatmap, JSON).
+
+Separate from ``status.py`` (which reads Kubernetes or Ray) so the view is pure: it takes
+the report's wire dict, the job's stored state and decision records and the cluster
+state, and reads no clock, file or socket; the tests build it from plain values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from pacekeeper.controller.core.state import ClusterState, JobState
+
+WORST_SHOWN = 3
+BUDGET_WINDOW = timedelta(hours=1)
+"""Disruptive actions are counted over the last hour, as ``budgets.actionsPerHour`` is."""
+ACT_SHOWN = 0.8
+RECOVER_SHOWN = 0.92
+"""Heatmap colours: the default policy's thresholds (a score is 1 at the job's pace)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorstRank:
+    rank: int
+    node: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """One job's line: what the newest report says and what the controller decided."""
+
+    job: str
+    ranks: int = 0
+    sequence: int | None = None
+    generated_at: str | None = None
+    worst: tuple[WorstRank, ...] = ()
+    verdict: str | None = None
+    action: str | None = None
+    reason: str | None = None
+    subject: str | None = None
+    mode: str | None = None
+    policy: str | None = None
+    decided_at: str | None = None
+    marks: tuple[str, ...] = ()
+    """``cordon on node-a`` (``(simulated)`` when observe or dry-run placed it)."""
+    actions_last_hour: int = 0
+    ladders: tuple[str, ...] = ()
+    """``node-a: taintNode x1`` for each node whose ladder has started."""
+    scores: tuple[float | None, ...] = field(default=(), repr=False)
+    """Per rank (index = rank), the worst score of the newest report; None: not measured."""
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["worst"] = [asdict(w) for w in self.worst]
+        out["scores"] = list(self.scores)
+        return out
+
+
+def _worst_scores(wire: Mapping[str, Any] | None) -> list[tuple[int, str, float | None]]:
+    from pacekeeper.detector.score_report import ScoreReport
+
+    if not wire:
+        return []
+    try:
+        report = ScoreReport.from_wire(dict(wire))
+    except ValueError:
+        return []
+    return [(r.rank, r.node, r.worst_score()) for r in report.ranks]
+
+
+def job_status(  # noqa: PLR0917 - one argument per source of the line
+    job: str,
+    wire: Mapping[str, Any] | None,
+    state: JobState | None,
+    records: Sequence[Mapping[str, Any]],
+    cluster: ClusterState,
+    now: datetime,
+) -> JobStatus:
+    """The job's line from its newest report ``wire``, its stored ``state`` and decision
+    ``records`` (newest last) and the cluster state (marks, action stamps)."""
+    per_rank = _worst_scores(wire)
+    measured = [(r, n, s) for r, n, s in per_rank if s is not None and not math.isnan(s)]
+    worst = tuple(WorstRank(r, n, s) for r, n, s in sorted(measured, key=lambda x: x[2]))
+    n_ranks = max((r for r, _, _ in per_rank), default=-1) + 1
+    scores: list[float | None] = [None] * n_ranks
+    for r, _, s in measured:
+        scores[r] = s
+    last = records[-1] if records else {}
+    marks = tuple(
+        f"{kind} on {node}" + (" (simulated)" if m.simulated else "")
+        for node, ns in sorted(cluster.nodes.items())
+        for kind, m in ns.marks.items()
+        if job in m.holders
+    )
+    since = now - BUDGET_WINDOW
+    used = sum(1 for s in cluster.stamps if s.job == job and s.at >= since)
+    ladders: tuple[str, ...] = ()
+    if state is not None:
+        ladders = tuple(
+            f"{node}: {lad.step.value if lad.step else 'started'} x{lad.attempts}"
+            + (" (simulated)" if lad.simulated else "")
+            for node, lad in sorted(state.ladders.items())
+        )
+    w = wire or {}
+    return JobStatus(
+        job=job,
+        ranks=n_ranks,
+        sequence=w.get("sequence"),
+        generated_at=w.get("generatedAt"),
+        worst=worst[:WORST_SHOWN],
+        verdict=last.get("verdict"),
+        action=last.get("action"),
+        reason=last.get("reason"),
+        subject=last.get("subject"),
+        mode=last.get("mode"),
+        policy=last.get("policy"),
+        decided_at=last.get("decidedAt"),
+        marks=marks,
+        actions_last_hour=used,
+        ladders=ladders,
+        scores=tuple(scores),
+    )
+
+
+def _verdict_cell(s: JobStatus) -> Text:
+    if s.verdict is None:
+        return Text("no decision yet", style="dim")
+    style = {"act": "bold red", "undo": "green"}.get(s.verdict, "")
+    text = Text(s.verdict, style=style)
+    if s.action:
+        text.append(f" {s.action}")
+    if s.subject and s.subject != "job":
+        text.append(f" {s.subject}")
+    if s.mode and s.mode != "enforce":
+        text.append(f" ({s.mode})", style="dim")
+    return text
+
+
+def status_table(rows: Sequence[JobStatus], title: str) -> Table:
+    t = Table(title=title)
+    for col in ("job", "ranks", "worst ranks", "verdict", "reason", "marks held", "budget used"):
+        t.add_column(col, overflow="fold")
+    for s in rows:
+        worst = ", ".join(f"{w.rank}@{w.node} {w.score:.2f}" for w in s.worst) or "-"
+        budget = f"{s.actions_last_hour} action(s)/h"
+        if s.ladders:
+            budget += "\n" + "\n".join(s.ladders)
+        t.add_row(
+            s.job,
+            str(s.ranks),
+            worst,
+            _verdict_cell(s),
+            s.reason or "-",
+            "\n".join(s.marks) or "-",
+            budget,
+        )
+    return t
+
+
+def heat_row(scores: Sequence[float | None], width: int = 64) -> Text:
+    """One cell per rank (``width`` per line), coloured by the policy's usual thresholds:
+    green at the job's pace, yellow below ``recover``, red below ``act``; ``·`` not
+    measured."""
+    text = Text()
+    for i, s in enumerate(scores):
+        if i and i % width == 0:
+            text.append("\n")
+        if s is None:
+            text.append("·", style="dim")
+        elif s < ACT_SHOWN:
+            text.append("█", style="bold red")
+        elif s < RECOVER_SHOWN:
+            text.append("▓", style="yellow")
+        else:
+            text.append("■", style="green")
+    return text
+
+
+def watch_view(rows: Sequence[JobStatus], title: str) -> Group:
+    """The table, then each job's ranks as a heatmap (the ``--watch`` screen)."""
+    parts: list[Any] = [status_table(rows, title)]
+    for s in rows:
+        parts.append(Text(f"{s.job}: ranks 0..{max(s.ranks - 1, 0)}", style="bold"))
+        parts.append(heat_row(s.scores))
+    parts.append(Text(f"■ at pace  ▓ below {RECOVER_SHOWN}  █ below {ACT_SHOWN}  · not measured"))
+    return Group(*parts)

@@ -6,6 +6,16 @@ ladder step, a fleet-wide pattern (structural imbalance), the bounded Kubernetes
 of the report, a recheck without new data, and five new reports at once. Report parsing
 is not included (the shell validates a report once when it arrives). Goal: under 50 ms.
 
+Then the whole in-process ``Reconciler.reconcile_job`` of such a job against the API
+harness (`controller_decide_reconcile`): 2,048 pods of 8 ranks, each on a node of its
+own, owned by their Job; the real reporter sink writes the report's bounded Kubernetes
+form; the reconciler reads pods and nodes from a primed ``WorldCache`` and the report
+from the object the watch would hand it. Timed: the reconcile (wall; it includes the
+state ConfigMap and display writes to the harness, which runs in this process), and
+its parts on the same data: parsing the report, the trust check, ``decide``; "cpu ms"
+is the reconciling thread's own CPU time (``time.thread_time``: the harness's share of
+the process is not in it).
+
 Run: .venv/bin/python bench/controller_decide.py [ranks]
 """
 
@@ -18,6 +28,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -160,5 +171,120 @@ def main() -> None:
     )
 
 
+def reconcile_bench(ranks: int) -> None:
+    """``reconcile_job`` of one ``ranks``-rank job, against the harness, and its parts."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "k8s"))
+    import kubernetes
+    from harness import start_server
+    from harness.clients import client_configuration
+    from harness.objects import node, pod
+    from reporter_helpers import CRD_PATH
+
+    from pacekeeper.controller.core.trust import place_report
+    from pacekeeper.controller.runtime.reconcile import Reconciler
+    from pacekeeper.controller.sources.kubernetes import report_of
+    from pacekeeper.controller.sources.world_cache import WorldCache
+    from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
+
+    rpp = 8
+    pods_n = ranks // rpp
+    key = JobKey("ml/llm")
+    owner = {"kind": "Job", "name": "llm", "uid": "uid-llm"}
+    rows = []
+    with start_server() as server:
+        for ns in ("ml", "pk"):
+            server.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        server.apply_yaml(CRD_PATH)
+
+        def world(lo: int) -> None:
+            for k in range(lo, min(lo + 256, pods_n)):
+                server.server.apply(node(f"gpu-{k:05d}"))
+                server.server.apply(
+                    pod(f"train-worker-{k}", namespace="ml", node_name=f"gpu-{k:05d}",
+                        labels={"batch.kubernetes.io/job-name": "llm",
+                                "batch.kubernetes.io/job-completion-index": str(k)},
+                        annotations={"pacekeeper.dev/detect": "true"}, owner=owner)
+                )  # fmt: skip
+
+        for lo in range(0, pods_n, 256):
+            server.call(world, lo)
+        api = kubernetes.client.ApiClient(client_configuration(server.url))
+        cache = WorldCache()
+        cache.prime(server.list("v1", "Pod", "ml"), server.list("v1", "Node"))
+        doc = policy("gpuRelative")
+        clock_now = [T0]
+        rec = Reconciler(api, doc, namespace="pk", cache=cache, clock=lambda: clock_now[0])
+        sink = KubernetesStatusSink(namespace="ml", name="llm", incarnation="b", api_client=api,
+                                    pod_name="train-worker-0")  # fmt: skip
+        rng = random.Random(1)
+
+        def placed(seq: int, slow: dict[int, float]) -> ScoreReport:
+            rep = make_report(ranks, seq, slow, rng)
+            # Pods one per 8 ranks, as the harness has them (make_report names one per rank).
+            rows_ = [r.model_copy(update={"pod": f"train-worker-{r.rank // rpp}"})
+                     for r in rep.ranks]  # fmt: skip
+            return rep.model_copy(update={"ranks": rows_})
+
+        def publish(seq: int, slow: dict[int, float]) -> Any:
+            clock_now[0] = T0 + timedelta(seconds=60 * seq + 1)
+            sink.send(placed(seq, slow))
+            return server.read("pacekeeper.dev/v1alpha1", "StragglerReport", "llm", "ml")
+
+        seq = 1
+        for case, slow in (("new report, healthy", {}), ("new report, slow rank", {5: 0.5})):
+            walls, cpus, parse, trust, dec = [], [], [], [], []
+            for _ in range(REPEATS):
+                obj = publish(seq, slow)
+                seq += 1
+                t, c = time.perf_counter(), time.thread_time()
+                rec.reconcile_job(key, obj)
+                walls.append((time.perf_counter() - t) * 1000)
+                cpus.append((time.thread_time() - c) * 1000)
+                t = time.perf_counter()
+                report = report_of(obj, clock_now[0])
+                parse.append((time.perf_counter() - t) * 1000)
+                pods = cache.pods_of_job("ml", "llm")
+                t = time.perf_counter()
+                assert isinstance(report, ScoreReport)
+                report = place_report(report, pods, clock_now[0])
+                trust.append((time.perf_counter() - t) * 1000)
+                assert isinstance(report, ScoreReport), "the report is trusted"
+                window = Window((JobView(key, (report,), namespace="ml", name="llm",
+                                         started_at=T0),), cache.cluster_view())  # fmt: skip
+                state = State()
+                t = time.perf_counter()
+                decide(window, state, doc, clock_now[0])
+                dec.append((time.perf_counter() - t) * 1000)
+            recheck, recheck_cpu = [], []
+            for _ in range(REPEATS):
+                t, c = time.perf_counter(), time.thread_time()
+                rec.reconcile_job(key)  # a timer's recheck: a GET, nothing new, no write
+                recheck.append((time.perf_counter() - t) * 1000)
+                recheck_cpu.append((time.thread_time() - c) * 1000)
+            for name, samples, cpu in (
+                (case, walls, cpus), (f"{case}: recheck, nothing new", recheck, recheck_cpu),
+                ("  parse status.report", parse, parse), ("  trust: place_report", trust, trust),
+                ("  decide (fresh state)", dec, dec),
+            ):  # fmt: skip
+                samples.sort()
+                median = statistics.median(samples)
+                rows.append({
+                    "case": name, "listed": len(report.ranks), "ranks": ranks,
+                    "median ms": round(median, 2),
+                    "p95 ms": round(samples[int(0.95 * (len(samples) - 1))], 2),
+                    "cpu ms": round(statistics.median(cpu), 2),
+                    "goal": "" if name.startswith("  ") else
+                    ("ok" if median < GOAL_MS else "MISSED"),
+                })  # fmt: skip
+        api.close()
+    emit(
+        "controller_decide_reconcile",
+        rows,
+        title=f"Reconciler.reconcile_job of one {ranks:,}-rank job against the API harness",
+        meta={"ranks": ranks, "ranks_per_pod": rpp, "repeats": REPEATS, "goal_ms": GOAL_MS},
+    )
+
+
 if __name__ == "__main__":
     main()
+    reconcile_bench(int(sys.argv[1]) if len(sys.argv) > 1 else 16_384)

@@ -28,7 +28,10 @@ from pydantic.alias_generators import to_camel, to_snake
 from pacekeeper.controller.core.policy import (
     API_VERSION,
     KIND,
+    PREREQUISITES,
+    Ladder,
     PolicyDocument,
+    ScoreKind,
     parse_policy_document,
     policy_json_schema,
 )
@@ -156,11 +159,17 @@ class PrometheusRule(_Values):
     labels: StringMap = {}
 
 
+class MetricsNetworkPolicy(_Values):
+    enabled: bool = False
+    from_: list[dict[str, Any]] = Field(default=[], alias="from")
+
+
 class Metrics(_Values):
     enabled: bool = True
     port: int = Field(default=8080, ge=1024, le=65535)
     service_monitor: ServiceMonitor = ServiceMonitor()
     prometheus_rule: PrometheusRule = PrometheusRule()
+    network_policy: MetricsNetworkPolicy = MetricsNetworkPolicy()
 
     @model_validator(mode="after")
     def _monitoring_needs_metrics(self) -> Self:
@@ -168,6 +177,7 @@ class Metrics(_Values):
             for key, part in (
                 ("serviceMonitor", self.service_monitor),
                 ("prometheusRule", self.prometheus_rule),
+                ("networkPolicy", self.network_policy),
             ):
                 if part.enabled:
                     raise ValueError(f"metrics.{key}.enabled=true needs metrics.enabled=true")
@@ -221,6 +231,11 @@ class ReporterRbac(_Values):
         return self
 
 
+class PolicyValidation(_Values):
+    enabled: bool = True
+    timeout_s: int = Field(default=300, ge=10, le=3600)
+
+
 class TestImage(_Values):
     repository: str = Field(default="busybox", min_length=1)
     tag: str = Field(default="1.37", min_length=1)
@@ -241,6 +256,7 @@ class ChartValues(_Values):
     policy: dict[str, Any] = Field(
         default_factory=dict, description="Policy document body; its schema is the controller's."
     )
+    policy_validation: PolicyValidation = PolicyValidation()
     actions: Actions = Actions()
     service_account: ServiceAccount = ServiceAccount()
     metrics: Metrics = Metrics()
@@ -303,7 +319,7 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
             "then": {
                 "properties": {
                     key: {"properties": {"enabled": {"const": False}}}
-                    for key in ("serviceMonitor", "prometheusRule")
+                    for key in ("serviceMonitor", "prometheusRule", "networkPolicy")
                 }
             },
         },
@@ -479,6 +495,61 @@ def embed_policy_schema(schema: dict[str, Any], policy_schema: dict[str, Any]) -
     return schema
 
 
+def _enabled(step: str, *, by_default: bool) -> dict[str, Any]:
+    """The ladder step is enabled; absent counts as its default."""
+    enabled = {"properties": {"enabled": {"const": True}}}
+    if by_default:
+        return {"properties": {step: enabled}}
+    return {"properties": {step: {**enabled, "required": ["enabled"]}}, "required": [step]}
+
+
+def _policy_rules() -> dict[str, list[dict[str, Any]]]:
+    """The policy models' validators that JSON schema can state, by definition name.
+
+    What it cannot (``thresholds.recover`` above ``act``, ``defaultPolicy`` naming a
+    policy that is not defined, the enforce-mode budget refusals) is refused at install
+    by the validation hook (templates/policy/validation-job.yaml), which runs the
+    controller's own loader.
+    """
+    defaults = Ladder()
+    field = {name: to_camel(name) for name in Ladder.model_fields}
+    by_default = {field[name]: step.enabled for name, step in defaults}
+    ladder = [
+        {
+            "if": _enabled(kind.value, by_default=by_default[kind.value]),
+            "then": _enabled(needs.value, by_default=by_default[needs.value]),
+        }
+        for kind, needs in PREREQUISITES.items()
+    ]
+    section_kinds = [ScoreKind.SECTION_RELATIVE.value, ScoreKind.SECTION_INDIVIDUAL.value]
+    score = {
+        "if": {"properties": {"kind": {"enum": section_kinds}}, "required": ["kind"]},
+        "then": {
+            "properties": {"section": {"type": "string", "pattern": r"\S"}},
+            "required": ["section"],
+        },
+        "else": {"properties": {"section": {"type": "null"}}},
+    }
+    return {
+        "Policy.Ladder": ladder,
+        "Policy.ScoreSelector": [score],
+        "Policy.NodeSelector": [{"properties": {"matchLabels": {"minProperties": 1}}}],
+    }
+
+
+def _document_rules() -> list[dict[str, Any]]:
+    """The document's own: at least one policy, and without a ``defaultPolicy`` (or with
+    ``default``) one named ``default``."""
+    default = PolicyDocument.model_fields["default_policy"].default
+    return [
+        {"properties": {"policies": {"minProperties": 1}}},
+        {
+            "if": {"properties": {"defaultPolicy": {"const": default}}},
+            "then": {"properties": {"policies": {"required": [default]}}},
+        },
+    ]
+
+
 def build_schema(policy_schema: dict[str, Any]) -> dict[str, Any]:
     schema = ChartValues.model_json_schema(by_alias=True, mode="validation")
     for path, rule in _CROSS_FIELD_RULES:
@@ -487,6 +558,9 @@ def build_schema(policy_schema: dict[str, Any]) -> dict[str, Any]:
     defs = schema.pop("$defs")
     schema = _inline_refs(schema, defs)
     schema = embed_policy_schema(schema, policy_schema)
+    for name, rules in _policy_rules().items():
+        schema["$defs"][name].setdefault("allOf", []).extend(rules)
+    schema["properties"]["policy"].setdefault("allOf", []).extend(_document_rules())
     schema["allOf"] = [_ladder_needs_granted_action(to_camel(a)) for a in Actions.model_fields]
     # Helm validates the merged values, so every default is present: the top-level
     # keys the chart needs are required (a null override that deletes one fails here).

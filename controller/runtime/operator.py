@@ -1,12 +1,15 @@
 """The Kopf runtime around the core: watches, a per-job work queue, leader election.
 
 Kopf watches StragglerReports, opted-in pods and nodes; each event only *enqueues* the
-job it concerns. One worker drains the queue in due order and runs the level-based
-``Reconciler.reconcile_job`` in a thread; the answer's ``recheck_at`` (ladder timeouts,
-warm-ups, cooldowns, budget backoffs) re-enqueues the job, and a resync timer catches
-anything a dropped watch event missed. Only the Lease holder runs Kopf at all, and the
-reconciler checks leadership again before every write. How it stops (signals, bounds,
-giving the Lease back) is in ``shutdown.py``.
+job it concerns (``work_queue.py``). ``workers`` workers drain the queue in due order,
+each running the level-based ``Reconciler.reconcile_job`` in a thread, never two for one
+job; the answer's ``recheck_at`` (ladder timeouts, warm-ups, cooldowns, budget backoffs)
+re-enqueues the job, and every job is reconciled again at least every ``resync_s``,
+which catches anything a dropped watch event missed. A report event hands its body to
+the reconcile, which then needs no GET. Pods and nodes come from the watch-fed
+``WorldCache``. Only the Lease holder runs Kopf at all, and the reconciler checks
+leadership again before every reconcile. How it stops (signals, bounds, giving the
+Lease back) is in ``shutdown.py``.
 """
 
 from __future__ import annotations
@@ -28,14 +31,22 @@ from pacekeeper.controller.runtime.leader import LeaseElector
 from pacekeeper.controller.runtime.metrics import ControllerMetrics
 from pacekeeper.controller.runtime.reconcile import RETRY_SOON_S, Reconciler
 from pacekeeper.controller.runtime.shutdown import RECONCILE_DRAIN_S, BlockingCalls, StopRequest
-from pacekeeper.controller.sources.kubernetes import (
-    DETECT_ANNOTATION,
-    JOB_NAME_LABELS,
-    WorldCache,
-)
+from pacekeeper.controller.runtime.work_queue import WorkQueue
+from pacekeeper.controller.sources.kubernetes import DETECT_ANNOTATION, JOB_NAME_LABELS
+from pacekeeper.controller.sources.world_cache import WorldCache
 from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
 
 logger = logging.getLogger(__name__)
+
+
+DEFAULT_WORKERS = 4
+"""Reconciles mostly wait on the API server; four keep a 1,000-job cluster current on a
+fraction of one core (docs/performance.md), while one slow API answer holds up one job."""
+PENDING_BODIES_MAX = 256
+"""Report bodies kept for queued reconciles (each ~160 kB parsed for a 256-rank job); a
+job queued past this many is read with a GET when its turn comes."""
+SWEEP_CHECK_S = 15.0
+"""How often the cache's unconfirmed count is checked until the watch's listing is in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,42 +60,12 @@ class OperatorConfig:
     metrics_port: int = 0
     """0: no metrics endpoint."""
     owner: str = "pacekeeper"
+    workers: int = DEFAULT_WORKERS
+    """Reconciles in flight at once (of different jobs)."""
 
-
-class WorkQueue:
-    """Due times per job; a key enqueued twice keeps the earlier time (no storms)."""
-
-    def __init__(self, loop_time: Callable[[], float]) -> None:
-        self._due: dict[JobKey, float] = {}
-        self._wake = asyncio.Event()
-        self._time = loop_time
-
-    def add(self, key: JobKey, delay_s: float = 0.0) -> None:
-        when = self._time() + max(0.0, delay_s)
-        if key not in self._due or when < self._due[key]:
-            self._due[key] = when
-            self._wake.set()
-
-    def forget(self, key: JobKey) -> None:
-        self._due.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._due)
-
-    async def next(self) -> JobKey:
-        while True:
-            now = self._time()
-            if self._due:
-                key, when = min(self._due.items(), key=lambda kv: kv[1])
-                if when <= now:
-                    del self._due[key]
-                    return key
-                timeout: float | None = when - now
-            else:
-                timeout = None
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, got {self.workers}")
 
 
 def _job_of_pod(body: Any) -> JobKey | None:
@@ -134,6 +115,8 @@ def build_registry(
 
     registry = kopf.OperatorRegistry()
     state: dict[str, Any] = {}
+    bodies: dict[JobKey, Any] = {}
+    """The newest report body the watch delivered for each queued job."""
 
     @kopf.on.login(registry=registry)
     def _login(**_: Any) -> Any:
@@ -156,21 +139,21 @@ def build_registry(
         settings.networking.connect_timeout = 10
         loop = asyncio.get_running_loop()
         state["queue"] = WorkQueue(loop.time)
+        tasks = []
         if reconciler.cache is not None and not reconciler.cache.primed:
-            src = reconciler.source
-            pods = await calls.run(src.list_all_pods)
-            nodes = await calls.run(src.list_nodes)
-            opted = [p for p in pods if DETECT_ANNOTATION in _annotations_of(p)]
-            reconciler.cache.prime(opted, nodes)
-        state["worker"] = asyncio.create_task(_worker(reconciler, queue(), config, calls))
-        state["resync"] = asyncio.create_task(_resync(reconciler, queue(), config, calls))
+            await calls.run(_prime, reconciler)
+            tasks.append(asyncio.create_task(_sweep(reconciler, calls)))
+        tasks += [
+            asyncio.create_task(_worker(reconciler, queue(), config, calls, bodies))
+            for _ in range(config.workers)
+        ]
+        tasks.append(asyncio.create_task(_resync(queue(), config, seen)))
+        state["tasks"] = tasks
 
     @kopf.on.cleanup(registry=registry)
     async def _cleanup(**_: Any) -> None:
-        for name in ("worker", "resync"):
-            task = state.get(name)
-            if task is not None:
-                task.cancel()
+        for task in state.get("tasks", ()):
+            task.cancel()
 
     seen: dict[JobKey, tuple[Any, ...]] = {}
 
@@ -182,9 +165,13 @@ def build_registry(
         if "queue" not in state:
             return
         if event.get("type") == "DELETED":
-            queue().forget(key)
+            bodies.pop(key, None)
             seen.pop(key, None)
+            queue().add(key)  # the reconcile finds it gone and deletes what we kept
             return
+        raw = event.get("object")
+        if key in bodies or len(bodies) < PENDING_BODIES_MAX:
+            bodies[key] = raw  # the newest version, whatever caused it
         # Our own status.controller writes come back as events too: only what the job
         # or a person changed (report, annotations, spec) is worth a reconcile.
         sig = _trigger_signature(body)
@@ -211,6 +198,44 @@ def build_registry(
     return registry
 
 
+def _prime(reconciler: Reconciler) -> None:
+    """One LIST of pods and nodes fills the cache before the first reconcile reads it."""
+    assert reconciler.cache is not None
+    src = reconciler.source
+    pods = src.list_all_pods()
+    nodes = src.list_nodes()
+    opted = [p for p in pods if DETECT_ANNOTATION in _annotations_of(p)]
+    reconciler.cache.prime(opted, nodes)
+    logger.info("cache primed", extra={"pods": len(opted), "nodes": len(nodes)})
+
+
+async def _sweep(reconciler: Reconciler, calls: BlockingCalls) -> None:
+    """Once the watch's own listing has confirmed what it will (the unconfirmed count
+    stops falling), settle the rest against a second LIST: objects deleted between the
+    priming LIST and the watch's start must not stay in the cache."""
+    cache = reconciler.cache
+    assert cache is not None
+    before = cache.unconfirmed()
+    while before:
+        await asyncio.sleep(SWEEP_CHECK_S)
+        left = cache.unconfirmed()
+        if left and left < before:
+            before = left
+            continue
+        if left:
+            src = reconciler.source
+            try:
+                pods = await calls.run(src.list_all_pods)
+                nodes = await calls.run(src.list_nodes)
+            except Exception:
+                logger.warning("cache sweep list failed", exc_info=True)
+                continue
+            opted = [p for p in pods if DETECT_ANNOTATION in _annotations_of(p)]
+            dropped = cache.sweep(opted, nodes)
+            logger.info("cache swept", extra={"unconfirmed": left, "dropped": dropped})
+        return
+
+
 def _annotations_of(obj: Any) -> Any:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
@@ -229,33 +254,40 @@ def _trigger_signature(body: Any) -> tuple[Any, ...]:
 
 
 async def _worker(
-    reconciler: Reconciler, queue: WorkQueue, config: OperatorConfig, calls: BlockingCalls
+    reconciler: Reconciler,
+    queue: WorkQueue,
+    config: OperatorConfig,
+    calls: BlockingCalls,
+    bodies: dict[JobKey, Any],
 ) -> None:
     while True:
         key = await queue.next()
+        body = bodies.pop(key, None)
         try:
-            result = await calls.run(reconciler.reconcile_job, key, guarded=True)
+            result = await calls.run(reconciler.reconcile_job, key, body, guarded=True)
         except Exception:
             logger.exception("reconcile failed", extra={"job": key})
+            queue.done(key)
             queue.add(key, RETRY_SOON_S)
             continue
+        queue.done(key)
+        if result.gone:
+            continue  # nothing left to reconcile; a new report is a new event
         delay = config.resync_s
         if result.recheck_at is not None:
             delay = min(delay, (result.recheck_at - datetime.now(UTC)).total_seconds())
         queue.add(key, max(0.0, delay))
 
 
-async def _resync(
-    reconciler: Reconciler, queue: WorkQueue, config: OperatorConfig, calls: BlockingCalls
-) -> None:
+async def _resync(queue: WorkQueue, config: OperatorConfig, seen: dict[JobKey, Any]) -> None:
+    """Every job the watch knows is due again within ``resync_s`` (the queue keeps the
+    earlier time: this only matters for a job whose re-queue went missing). The watch's
+    listing (at start, and again after any 410) is how jobs are found: no LIST of every
+    report here, which at 1,000 jobs is 50 MB each time."""
     while True:
-        try:
-            keys = await calls.run(reconciler.known_jobs)
-            for key in keys:
-                queue.add(key, config.resync_s)
-        except Exception:
-            logger.warning("resync list failed", exc_info=True)
         await asyncio.sleep(config.resync_s)
+        for key in list(seen):
+            queue.add(key, config.resync_s)
 
 
 def run(
@@ -318,7 +350,7 @@ def run(
         instance=config.identity,
         metrics=metrics,
         is_leader=_leader_check(elector, stop),
-        cache=WorldCache(),
+        cache=WorldCache(owner=config.owner),
     )
     registry = build_registry(reconciler, config, api_client, calls)
     logger.info(

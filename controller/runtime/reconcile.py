@@ -3,22 +3,31 @@
 Every trigger (a StragglerReport changed, a pod or node changed, a timer) ends here,
 and the same world always gives the same result: the core's state lives in the cluster
 (``state_store``), decisions carry idempotency keys, and actuators check before they
-write. Synchronous on purpose: the operator runs it in a worker thread, one job at a
-time, so two reconciles never race on the cluster-wide budget.
+write. Synchronous on purpose: the operator runs several at once, each in a thread.
+
+Concurrency. Two reconciles of one job never overlap (``JobSlots``: a second call waits
+for the first). Reconciles of different jobs overlap everywhere but in one place: the
+cluster-wide state (our marks, rate-limit stamps, breaker) is loaded, decided on and
+saved under one lock, so each decision counts every budget use decided before it and no
+budget is ever exceeded. Only ``decide`` and a write of the cluster ConfigMap when it
+changed run there; the report, its trust checks, the job's state, acting and the
+display copy run outside it. The ConfigMap is written with its resourceVersion, so
+another writer (a replica that lost the Lease) still gets 409, and the reconcile reads
+again and decides again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, assert_never
+from typing import Any
 
-from pacekeeper.controller.actuators.errors import GiveUp, RetryLater
-from pacekeeper.controller.actuators.events import EventAction, EventType, ObjectRef
+from pacekeeper.controller.actuators.events import EventAction, EventType
 from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
 from pacekeeper.controller.core.decisions import (
     JOB_SUBJECT,
@@ -28,19 +37,23 @@ from pacekeeper.controller.core.decisions import (
     summary_lines,
 )
 from pacekeeper.controller.core.engine import decide
-from pacekeeper.controller.core.ids import JobKey, NodeName
-from pacekeeper.controller.core.observations import RejectedReport, Window
-from pacekeeper.controller.core.policy import ActionKind, Mode, PolicyDocument
-from pacekeeper.controller.core.ranks import RankUnresolved, resolve_rank
+from pacekeeper.controller.core.ids import JobKey
+from pacekeeper.controller.core.observations import ClusterView, RejectedReport, Window
+from pacekeeper.controller.core.policy import PolicyDocument
 from pacekeeper.controller.core.state import State
 from pacekeeper.controller.core.trust import binding_of, place_report
+from pacekeeper.controller.runtime.acting import Acting, report_ref
 from pacekeeper.controller.runtime.metrics import ControllerMetrics
-from pacekeeper.controller.runtime.state_store import JobRecord, StateStore, controller_status
+from pacekeeper.controller.runtime.state_store import (
+    DECISIONS_KEPT,
+    JobRecord,
+    StateStore,
+    as_stored,
+    controller_status,
+)
 from pacekeeper.controller.sources.kubernetes import (
-    JOB_NAME_LABELS,
     KubernetesSource,
     OptIn,
-    WorldCache,
     cluster_view_of,
     job_key_of,
     job_view_of,
@@ -48,7 +61,7 @@ from pacekeeper.controller.sources.kubernetes import (
     pods_of_job,
     report_of,
 )
-from pacekeeper.detector.reporters.k8s_status import GROUP, KIND, VERSION
+from pacekeeper.controller.sources.world_cache import WorldCache
 from pacekeeper.detector.score_report import ScoreReport
 
 logger = logging.getLogger(__name__)
@@ -65,6 +78,32 @@ class ReconcileResult:
     """``<action> <target> <outcome>`` for each actuator call (tests and logs)."""
     failed: list[Decision] = field(default_factory=list)
     """One ``ActionFailed`` record per action the API refused, with its answer."""
+    gone: bool = False
+    """The StragglerReport no longer exists (what we kept of it is deleted too)."""
+
+
+class JobSlots:
+    """At most one holder per job: a second ``hold`` of a held job waits its turn."""
+
+    def __init__(self) -> None:
+        self._held: set[JobKey] = set()
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, key: JobKey) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: key not in self._held)
+            self._held.add(key)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._held.discard(key)
+                self._changed.notify_all()
+
+    def held(self) -> frozenset[JobKey]:
+        with self._changed:
+            return frozenset(self._held)
 
 
 def _parse_ts(value: Any) -> datetime | None:
@@ -81,13 +120,6 @@ def _started_at(obj: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> da
     if starts:
         return min(starts)
     return _parse_ts((obj.get("metadata") or {}).get("creationTimestamp"))
-
-
-def _job_selector(pods: Sequence[Mapping[str, Any]], name: str) -> str | None:
-    for label in JOB_NAME_LABELS:
-        if any(((p.get("metadata") or {}).get("labels") or {}).get(label) == name for p in pods):
-            return f"{label}={name}"
-    return None
 
 
 def _new_records(
@@ -122,32 +154,62 @@ class Reconciler:
         is_leader: Callable[[], bool] = lambda: True,
         actuators: KubernetesActuators | None = None,
         cache: WorldCache | None = None,
+        reuse_state_reads: bool = True,
     ) -> None:
+        """``cache``: the operator's watch-fed pods and nodes (None: LIST them each time).
+        ``reuse_state_reads``: answer state loads from the store's own last read or write
+        (``state_store``; the resourceVersion on every write keeps that safe)."""
+        if cache is not None and cache.owner != owner:
+            raise ValueError(f"the cache shows {cache.owner!r}'s marks, the reconciler {owner!r}")
         self.policies = policies
         self.owner = owner
         self.metrics = metrics or ControllerMetrics()
         self.source = KubernetesSource(api_client)
-        self.store = StateStore(api_client, namespace=namespace)
+        self.store = StateStore(api_client, namespace=namespace, reuse_reads=reuse_state_reads)
         self.actuators = actuators or KubernetesActuators(
             api_client, owner=owner, instance=instance
         )
         self._clock = clock
         self._is_leader = is_leader
-        self._lock = threading.Lock()
-        self._pdb_blocked: dict[JobKey, set[NodeName]] = {}
+        self._slots = JobSlots()
+        self._cluster_lock = threading.Lock()
+        """Held from loading the cluster state to saving it: one decision at a time."""
+        self.acting = Acting(self.actuators, self.metrics, clock)
         self.cache = cache
+        self._handed: dict[JobKey, list[Decision]] = {}
+        """Decisions about another job than the one reconciled (the cluster pass notices a
+        human's change to any job's mark): that job's own next reconcile records them."""
+        self._handed_lock = threading.Lock()
 
     # --- public -------------------------------------------------------------------------
 
     def known_jobs(self) -> list[JobKey]:
         return [job_key_of(o) for o in self.source.list_report_objects()]
 
-    def reconcile_job(self, key: JobKey) -> ReconcileResult:
-        with self._lock:
+    def reconcile_job(
+        self, key: JobKey, report_object: Mapping[str, Any] | None = None
+    ) -> ReconcileResult:
+        """``report_object``: the StragglerReport as the newest watch event delivered it,
+        instead of a GET (None: read it). A GET could be fresher only by the watch's lag,
+        and the report's own ``generatedAt`` meets the policy's ``maxReportAgeS`` either
+        way, so a level-based reconcile loses nothing by it."""
+        with self._slots.hold(key):
             started = time.perf_counter()
             try:
+                if not self._is_leader():
+                    return ReconcileResult()
+                namespace, _, name = key.partition("/")
+                obj = report_object
+                if obj is None:
+                    obj = self.source.read_report_object(namespace, name)
+                if obj is None:
+                    self.acting.pdb_blocked.pop(key, None)
+                    with self._handed_lock:
+                        self._handed.pop(key, None)
+                    self.store.delete_job(key)
+                    return ReconcileResult(gone=True)
                 for _ in range(STATE_CONFLICT_RETRIES):
-                    result = self._reconcile_once(key)
+                    result = self._reconcile_once(key, obj)
                     if result is not None:
                         return result
                 logger.warning("state kept changing under us", extra={"job": key})
@@ -155,39 +217,54 @@ class Reconciler:
             finally:
                 self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
 
+    def in_flight(self) -> frozenset[JobKey]:
+        """Jobs being reconciled now."""
+        return self._slots.held()
+
     # --- one attempt ----------------------------------------------------------------------
 
-    def _pods(self, namespace: str) -> list[dict[str, Any]]:
+    def _pods_of_job(self, namespace: str, name: str) -> list[Mapping[str, Any]]:
         if self.cache is not None and self.cache.primed:
-            return list(self.cache.pods(namespace))
-        return list(self.source.list_pods(namespace))
+            return list(self.cache.pods_of_job(namespace, name))
+        return pods_of_job(self.source.list_pods(namespace), name)
 
-    def _nodes(self) -> list[dict[str, Any]]:
+    def _cluster_view(self) -> ClusterView:
         if self.cache is not None and self.cache.primed:
-            return list(self.cache.nodes())
-        return list(self.source.list_nodes())
+            return self.cache.cluster_view()
+        return cluster_view_of(self.source.list_nodes(), self.owner)
 
-    def _reconcile_once(self, key: JobKey) -> ReconcileResult | None:
+    def _stamp_since(self, now: datetime) -> None:
+        """The first write of this version stamps when it began (``jobStateSince``), before
+        any job's state is loaded: an old release's state is taken over only for reports
+        created earlier."""
+        if self.store.job_state_since is not None:
+            return
+        with self._cluster_lock:
+            cluster_state = self.store.load_cluster()
+            if self.store.job_state_since is None:
+                self.store.save_cluster(cluster_state, now)
+
+    def _reconcile_once(self, key: JobKey, obj: Mapping[str, Any]) -> ReconcileResult | None:
+        """None: a state write met a newer version; read again and decide again."""
         from kubernetes.client.exceptions import ApiException
 
         if not self._is_leader():
             return ReconcileResult()
         namespace, _, name = key.partition("/")
-        obj = self.source.read_report_object(namespace, name)
-        if obj is None:
-            self._pdb_blocked.pop(key, None)
-            self.store.delete_job(key)
-            return ReconcileResult()
         now = self._clock()
-        pods = pods_of_job(self._pods(namespace), name)
-        cluster_state = self.store.load_cluster()
-        if self.store.job_state_since is None:
-            self.store.save_cluster(cluster_state, now)  # stamps when this version began
-        record = self.store.load_job(key, obj)
+        pods = self._pods_of_job(namespace, name)
+        try:
+            self._stamp_since(now)
+            record = self.store.load_job(key, obj)
+        except ApiException as e:
+            if e.status == 409:
+                return None
+            raise
         binding = binding_of(obj, pods)
         if not binding.bound and record.state is None:
             return self._unbound(key, obj, record, binding.problem, now)
 
+        # The job's part, in parallel with other jobs': what its report says and may say.
         opt_in = opt_in_of(pods) if binding.bound else OptIn(False, None, None, None)
         for problem in opt_in.problems:
             logger.warning("job annotation ignored", extra={"job": key, "problem": problem})
@@ -195,30 +272,41 @@ class Reconciler:
         if isinstance(report, ScoreReport):
             report = place_report(report, pods, now, ranks_per_pod=opt_in.ranks_per_pod)
         view = job_view_of(obj, report, opt_in, _started_at(obj, pods))
-        blocked = self._pdb_blocked.get(key)
+        blocked = self.acting.pdb_blocked.get(key)
         if blocked:
             view = replace(view, pdb_blocked_nodes=frozenset(blocked))
-        cluster_view = cluster_view_of(self._nodes(), self.owner)
+        cluster_view = self._cluster_view()
 
-        state = State(jobs={key: record.state} if record.state else {}, cluster=cluster_state)
-        outcome = decide(Window(jobs=(view,), cluster=cluster_view), state, self.policies, now)
+        # The cluster's part, one reconcile at a time; persisted before anything acts.
+        with self._cluster_lock:
+            cluster_state = self.store.load_cluster()
+            state = State(jobs={key: record.state} if record.state else {}, cluster=cluster_state)
+            window = Window(jobs=(view,), cluster=cluster_view)
+            outcome = decide(window, state, self.policies, now)
+            # What the chart's PacekeeperBreakerOpen alert reads.
+            open_until = outcome.next_state.cluster.breaker_open_until
+            self.metrics.breaker_open.set(int(open_until is not None and now < open_until))
+            try:
+                if outcome.next_state.cluster != cluster_state:
+                    self.store.save_cluster(outcome.next_state.cluster, now)
+            except ApiException as e:
+                if e.status == 409:
+                    return None  # another writer: re-read and decide again
+                raise
         next_job = outcome.next_state.jobs.get(key)
-
-        # Persist before acting (see state_store): a crash now re-issues, never repeats.
-        fresh = _new_records(outcome.decisions, record.decisions)
+        # A job's records (and its report's display copy) hold its own decisions only.
+        with self._handed_lock:
+            handed = list(self._handed.get(key, ()))
+        mine = [d for d in outcome.decisions if d.job == key]
+        fresh = _new_records([*handed, *mine], record.decisions)
         try:
-            if outcome.next_state.cluster != cluster_state:
-                self.store.save_cluster(outcome.next_state.cluster, now)
             if next_job != record.state or fresh or record.resource_version is None:
                 record = self.store.save_job(record, next_job, record.with_decisions(fresh))
         except ApiException as e:
-            if e.status == 409:
-                return None  # another writer: re-read and decide again
+            if e.status in (404, 409):
+                return None  # our copy was stale, or the ConfigMap went: read again
             raise
-        sequence = report.sequence if isinstance(report, ScoreReport) else None
-        self._mirror(obj, record.decisions, fresh, sequence)
-        if isinstance(report, RejectedReport) and report.reason is Reason.UNTRUSTED_REPORT:
-            self._refused(key, obj, report, fresh)
+        self._hand_over(key, handed, [d for d in outcome.decisions if d.job != key])
 
         for line in summary_lines(outcome.decisions):
             logger.info("decision", extra={"job": key, "summary": line})
@@ -227,18 +315,40 @@ class Reconciler:
                 d.verdict.value, d.action.value if d.action else "", d.reason.value, d.mode.value
             ).inc()
 
-        result = ReconcileResult(decisions=outcome.decisions, recheck_at=outcome.recheck_at)
-        for d in outcome.decisions:
-            self._apply(d, obj, pods, report, result, fresh_decision=d in fresh)
+        sequence = report.sequence if isinstance(report, ScoreReport) else None
+        shown = self._mirror(obj, record.decisions, sequence)
+        if isinstance(report, RejectedReport) and report.reason is Reason.UNTRUSTED_REPORT:
+            self._refused(key, obj, report, fresh)
+
+        acted = self.acting.apply(outcome.decisions, fresh, obj, pods, report)
+        recheck = [t for t in (outcome.recheck_at, acted.retry_at) if t is not None]
+        result = ReconcileResult(
+            decisions=outcome.decisions, recheck_at=min(recheck, default=None),
+            applied=acted.applied, failed=acted.failed,
+        )  # fmt: skip
         if result.failed:
-            # What the server answered goes where people look: the job's records.
+            # What the server answered goes where people look: the job's records. The one
+            # path with a second write of each: an action the API refused.
             try:
                 record = self.store.save_job(record, next_job, record.with_decisions(result.failed))
             except ApiException as e:
                 logger.warning("failure record not written", extra={"job": key, "status": e.status})
             else:
-                self._mirror(obj, record.decisions, result.failed, sequence)
+                self._mirror(obj, record.decisions, sequence, shown)
         return result
+
+    def _hand_over(
+        self, key: JobKey, recorded: Sequence[Decision], theirs: Sequence[Decision]
+    ) -> None:
+        """Drop the decisions handed to ``key`` that it ``recorded``; hand ``theirs`` on."""
+        with self._handed_lock:
+            if recorded:
+                left = [d for d in self._handed.get(key, ()) if all(d is not r for r in recorded)]
+                self._handed[key] = left
+            for d in theirs:
+                if d.job:  # a mark without a holder has no job to tell
+                    kept = self._handed.setdefault(d.job, [])
+                    kept[:] = [*kept, d][-DECISIONS_KEPT:]
 
     # --- reports we do not believe -----------------------------------------------------
 
@@ -259,7 +369,7 @@ class Reconciler:
             logger.warning("report ignored", extra={"job": key, "reason": d.reason.value,
                                                     "problem": problem})  # fmt: skip
             # The display copy only: the controller keeps nothing for a ghost.
-            self._mirror(obj, record.with_decisions(fresh), fresh, None)
+            self._mirror(obj, record.with_decisions(fresh), None)
         return ReconcileResult(decisions=(d,))
 
     def _refused(
@@ -274,7 +384,7 @@ class Reconciler:
         )
         prov = self.actuators.provenance(key, Reason.UNTRUSTED_REPORT.value, "", self._clock())
         self.actuators.events.record(
-            self._report_ref(obj), prov, EventAction.NOTIFY,
+            report_ref(obj), prov, EventAction.NOTIFY,
             f"{Reason.UNTRUSTED_REPORT.value}: {report.error}"[:1000],
             event_type=EventType.WARNING,
         )  # fmt: skip
@@ -283,17 +393,20 @@ class Reconciler:
         self,
         obj: Mapping[str, Any],
         records: Sequence[Mapping[str, Any]],
-        fresh: Sequence[Decision],
         sequence: int | None,
-    ) -> None:
-        """The display copy in status.controller; a failure to write it loses nothing."""
+        previous: Mapping[str, Any] | None = None,
+    ) -> Mapping[str, Any]:
+        """The display copy in status.controller, written only when it changed (against
+        ``previous``, else the object's); a failure to write it loses nothing. Returns
+        the block now shown."""
         from kubernetes.client.exceptions import ApiException
 
         meta = obj.get("metadata") or {}
-        previous = (obj.get("status") or {}).get("controller") or {}
-        block = controller_status(records, fresh, previous, sequence)
-        if block == previous:
-            return
+        if previous is None:
+            previous = (obj.get("status") or {}).get("controller") or {}
+        block = controller_status(records, sequence)
+        if as_stored(block) == as_stored(previous):
+            return block
         try:
             self.store.mirror_status(str(meta.get("namespace")), str(meta.get("name")), block,
                                      previous)  # fmt: skip
@@ -302,190 +415,5 @@ class Reconciler:
                 "status display not written",
                 extra={"job": job_key_of(obj), "status": e.status, "reason": e.reason},
             )
-
-    # --- acting ---------------------------------------------------------------------------
-
-    def _apply(
-        self,
-        d: Decision,
-        obj: Mapping[str, Any],
-        pods: Sequence[Mapping[str, Any]],
-        report: Any,
-        result: ReconcileResult,
-        *,
-        fresh_decision: bool,
-    ) -> None:
-        if d.action is None or d.verdict is Verdict.HOLD:
-            return
-        if d.action is ActionKind.NOTIFY:
-            # Notify is an Event and a status record: it is safe in every mode.
-            if fresh_decision and d.verdict is Verdict.ACT:
-                self._notify(d, obj)
-            return
-        if d.mode is not Mode.ENFORCE:
-            return  # the core already turned these into holds; never act on a slip
-        prov = self.actuators.provenance(
-            d.job, d.reason.value, d.policy, d.decided_at or self._clock()
-        )
-        node = d.node
-        try:
-            outcomes = self._dispatch(d, prov, node, obj, pods, report)
-        except RetryLater as e:
-            self.metrics.actions.labels(d.action.value, "retry").inc()
-            if e.reason == "PdbBlocked" and node is not None:
-                self._pdb_blocked.setdefault(d.job, set()).add(node)
-            when = self._clock() + timedelta(seconds=e.delay_s)
-            result.recheck_at = min(result.recheck_at or when, when)
-            logger.info(
-                "action deferred",
-                extra={
-                    "job": d.job,
-                    "action": d.action.value,
-                    "reason": e.reason,
-                    "delayS": e.delay_s,
-                },
-            )
-            return
-        except GiveUp as e:
-            self.metrics.actions.labels(d.action.value, "failed").inc()
-            answer: dict[str, Any] = {"failure": e.reason, "detail": e.detail[:500]}
-            if e.http_status is not None:
-                answer["httpStatus"] = e.http_status
-            if e.server_message:
-                answer["serverMessage"] = e.server_message
-            logger.error("action failed", extra={"job": d.job, "action": d.action.value, **answer})
-            result.failed.append(
-                Decision(
-                    job=d.job, subject=d.subject, verdict=Verdict.HOLD, action=d.action,
-                    reason=Reason.ACTION_FAILED, evidence=answer, policy=d.policy, mode=d.mode,
-                    decided_at=self._clock(),
-                )
-            )  # fmt: skip
-            return
-        if node is not None:
-            self._pdb_blocked.get(d.job, set()).discard(node)
-        for text in outcomes:
-            result.applied.append(text)
-            self.metrics.actions.labels(d.action.value, "applied").inc()
-            logger.info(
-                "action applied",
-                extra={
-                    "job": d.job,
-                    "action": d.action.value,
-                    "verdict": d.verdict.value,
-                    "result": text,
-                },
-            )
-        if d.verdict is Verdict.ACT and report is not None and isinstance(report, ScoreReport):
-            lag = (self._clock() - report.generated_at).total_seconds()
-            self.metrics.time_to_act_seconds.observe(max(0.0, lag))
-
-    def _dispatch(  # noqa: PLR0917 (everything one action needs)
-        self,
-        d: Decision,
-        prov: Any,
-        node: NodeName | None,
-        obj: Mapping[str, Any],
-        pods: Sequence[Mapping[str, Any]],
-        report: Any,
-    ) -> list[str]:
-        assert d.action is not None
-        nodes, pod_act = self.actuators.nodes, self.actuators.pods
-        undo = d.verdict is Verdict.UNDO
-        match d.action:
-            case ActionKind.TAINT_NODE:
-                assert node is not None
-                r = nodes.untaint(node, prov) if undo else nodes.taint(node, prov)
-                return [f"{d.action.value} {r.target} {r.outcome.value}"]
-            case ActionKind.CORDON_NODE:
-                assert node is not None
-                r = nodes.uncordon(node, prov) if undo else nodes.cordon(node, prov)
-                return [f"{d.action.value} {r.target} {r.outcome.value}"]
-            case ActionKind.DRAIN_NODE:
-                if undo:
-                    return []  # a drain has no mark to undo: the taint keeps pods away
-                assert node is not None
-                meta = obj.get("metadata") or {}
-                selector = _job_selector(pods, str(meta.get("name")))
-                if selector is None:
-                    raise GiveUp("NoJobPods", "no pod of the job carries a job-name label")
-                dr = pod_act.drain_job_from_node(
-                    node, str(meta.get("namespace")), selector, prov,
-                    attempt=int(d.evidence.get("attempt", 0)), related=self._report_ref(obj),
-                )  # fmt: skip
-                return [f"{d.action.value} {p.target} {p.outcome.value}" for p in dr.pods]
-            case ActionKind.RESTART_RANK:
-                if undo:
-                    return []
-                return self._restart_ranks(d, prov, pods, report, obj)
-            case ActionKind.NOTIFY:
-                return []
-            case _:
-                assert_never(d.action)
-
-    def _restart_ranks(
-        self,
-        d: Decision,
-        prov: Any,
-        pods: Sequence[Mapping[str, Any]],
-        report: Any,
-        obj: Mapping[str, Any],
-    ) -> list[str]:
-        ranks = [int(r) for r in d.evidence.get("ranks") or []]
-        by_rank = {}
-        per_pod: dict[str, int] = {}
-        if isinstance(report, ScoreReport):
-            by_rank = {r.rank: r for r in report.ranks}
-            for r in report.ranks:
-                if r.pod:
-                    per_pod[r.pod] = per_pod.get(r.pod, 0) + 1
-        ranks_per_pod = max(per_pod.values()) if per_pod else 1
-        out = []
-        done_pods: set[str] = set()
-        for rank in ranks:
-            rs = by_rank.get(rank)
-            try:
-                found = resolve_rank(
-                    rank, pods, ranks_per_pod=ranks_per_pod,
-                    report_pod=rs.pod if rs else None, report_node=rs.node if rs else None,
-                )  # fmt: skip
-            except RankUnresolved as e:
-                logger.warning(
-                    "rank not resolved", extra={"job": d.job, "rank": rank, "error": str(e)}
-                )
-                continue
-            if found.pod.name in done_pods:
-                continue  # several slow ranks in one pod: one restart
-            done_pods.add(found.pod.name)
-            restarted = self.actuators.pods.restart_rank(
-                found.pod, prov, rank=rank, attempt=int(d.evidence.get("attempt", 0)),
-                related=self._report_ref(obj),
-            )  # fmt: skip
-            out.append(
-                f"{ActionKind.RESTART_RANK.value} {restarted.target} {restarted.outcome.value}"
-            )
-        return out
-
-    @staticmethod
-    def _report_ref(obj: Mapping[str, Any]) -> ObjectRef:
-        meta = obj.get("metadata") or {}
-        return ObjectRef(
-            kind=KIND,
-            name=str(meta.get("name")),
-            namespace=meta.get("namespace"),
-            uid=meta.get("uid"),
-            api_version=f"{GROUP}/{VERSION}",
-        )
-
-    def _notify(self, d: Decision, obj: Mapping[str, Any]) -> None:
-        ranks = d.evidence.get("ranks") or []
-        where = f" on node {d.node}" if d.node else ""
-        message = f"ranks {', '.join(str(r) for r in ranks[:12])}{where}: {d.reason.value}"
-        prov = self.actuators.provenance(
-            d.job, d.reason.value, d.policy, d.decided_at or self._clock()
-        )
-        posted = self.actuators.events.record(
-            self._report_ref(obj), prov, EventAction.NOTIFY, message,
-            event_type=EventType.WARNING,
-        )  # fmt: skip
-        self.metrics.actions.labels("notify", "applied" if posted else "failed").inc()
+            return previous
+        return block

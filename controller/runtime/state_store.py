@@ -19,6 +19,16 @@ in the controller's own namespace, which only its ServiceAccount may touch
 The operator writes state *before* it acts: a crash between the two leaves a decided
 but unapplied mark, which the core re-issues after its confirm grace; the reverse order
 could act twice.
+
+With ``reuse_reads`` (the operator's setting) the store keeps what it last read or wrote
+of each ConfigMap, with its resourceVersion, and answers the next load from that copy: a
+controller that holds the Lease is the only writer of these ConfigMaps, so its own last
+write is the latest version. A copy that someone else changed all the same (a human,
+a replica that lost the Lease) is found out by the next write, which carries the version
+and gets 409 (404 when deleted); every copy the attempt used is then dropped and the
+reconcile reads again and decides again. Every act is preceded by such a write. The
+cluster copy is also read again once it is ``cluster_max_age_s`` old, so a change that
+is ours to notice but not to write (a breaker closed by hand) is seen within seconds.
 """
 
 from __future__ import annotations
@@ -26,7 +36,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -79,27 +91,35 @@ def job_state_name(key: JobKey) -> str:
 
 
 def controller_status(
-    records: Sequence[Mapping[str, Any]],
-    decisions: Sequence[Decision],
-    previous: Mapping[str, Any] | None,
-    observed_sequence: int | None,
+    records: Sequence[Mapping[str, Any]], observed_sequence: int | None
 ) -> dict[str, Any]:
     """The ``status.controller`` display block: the newest decision records (``records``,
-    from the controller's own store) and the last verdict. Never read back."""
+    from the controller's own store, newest last) and the newest one's verdict. A function
+    of what the controller keeps alone, so the block in a stale copy of the object can
+    cost an extra write but never put an older verdict back. Never read back."""
     out: dict[str, Any] = {"decisions": list(records)}
     if observed_sequence is not None:
         out["observedSequence"] = observed_sequence
-    if decisions:
-        last = decisions[-1]
+    if records:
+        last = records[-1]
         out["lastDecision"] = {
-            "verdict": last.verdict.value,
-            "action": last.action.value if last.action else None,
-            "reason": last.reason.value,
-            "decidedAt": last.decided_at.isoformat() if last.decided_at else None,
+            "verdict": last.get("verdict"),
+            "action": last.get("action"),
+            "reason": last.get("reason"),
+            "decidedAt": last.get("decidedAt"),
         }
-    elif previous and "lastDecision" in previous:
-        out["lastDecision"] = previous["lastDecision"]
     return out
+
+
+def as_stored(value: Any) -> Any:
+    """``value`` as a merge patch leaves it on the server: the real API server drops
+    every ``null``, inside arrays too. A display block is compared in this form with the
+    object's, or each record's ``"action": null`` would make every reconcile rewrite it."""
+    if isinstance(value, dict):
+        return {k: as_stored(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [as_stored(v) for v in value]
+    return value
 
 
 @dataclass(slots=True)
@@ -119,8 +139,24 @@ class JobRecord:
         return (self.decisions + [d.to_dict() for d in decisions])[-DECISIONS_KEPT:]
 
 
+CLUSTER_MAX_AGE_S = 5.0
+"""With ``reuse_reads``: the cluster copy is read again once it is this old."""
+
+
 class StateStore:
-    def __init__(self, api_client: Any, *, namespace: str, request_timeout_s: float = 10.0):
+    """The two kinds of state ConfigMap. Cluster methods are called by one thread at a
+    time (the reconciler's cluster lock); job methods for one job at a time."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        namespace: str,
+        request_timeout_s: float = 10.0,
+        reuse_reads: bool = False,
+        cluster_max_age_s: float = CLUSTER_MAX_AGE_S,
+        monotonic: Callable[[], float] = time.monotonic,
+    ):
         from kubernetes import client
 
         self._core = client.CoreV1Api(api_client)
@@ -130,10 +166,36 @@ class StateStore:
         self._cluster_rv: str | None = None
         self.job_state_since: datetime | None = None
         """Read with the cluster state; None until this version wrote it once."""
+        self.reuse_reads = reuse_reads
+        self._cluster_max_age_s = cluster_max_age_s
+        self._monotonic = monotonic
+        self._cluster_copy: tuple[ClusterState, float] | None = None
+        """The cluster state as last read or written, and when (``monotonic``)."""
+        self._jobs: dict[JobKey, JobRecord] = {}
+        """Each job's record as last read or written (``reuse_reads``)."""
+        self._jobs_lock = threading.Lock()
+
+    def forget(self, key: JobKey | None = None) -> None:
+        """Drop the cluster copy and ``key``'s (a write found them stale): read again."""
+        self._cluster_copy = None
+        if key is not None:
+            with self._jobs_lock:
+                self._jobs.pop(key, None)
 
     # --- cluster part ------------------------------------------------------------------
 
     def load_cluster(self) -> ClusterState:
+        if self.reuse_reads and self._cluster_copy is not None:
+            state, at = self._cluster_copy
+            if self._monotonic() - at < self._cluster_max_age_s:
+                return state
+        state = self._read_cluster()
+        if self.reuse_reads:
+            self._cluster_copy = (state, self._monotonic())
+        return state
+
+    def _get_cluster_map(self) -> dict[str, Any] | None:
+        """The cluster ConfigMap as the server holds it now; None when there is none."""
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -144,10 +206,21 @@ class StateStore:
         except ApiException as e:
             if e.status != 404:
                 raise
+            return None
+        cm: dict[str, Any] = json.loads(cast(bytes, resp.data) or b"{}")
+        return cm
+
+    def _read_since(self) -> datetime | None:
+        """``jobStateSince`` as the cluster ConfigMap holds it now (no copy touched)."""
+        since = ((self._get_cluster_map() or {}).get("data") or {}).get(SINCE_KEY)
+        return _parse_time(since) if since else None
+
+    def _read_cluster(self) -> ClusterState:
+        cm = self._get_cluster_map()
+        if cm is None:
             self._cluster_rv = None
             self.job_state_since = None
             return ClusterState()
-        cm = json.loads(cast(bytes, resp.data) or b"{}")
         self._cluster_rv = (cm.get("metadata") or {}).get("resourceVersion")
         since = (cm.get("data") or {}).get(SINCE_KEY)
         self.job_state_since = _parse_time(since) if since else None
@@ -170,9 +243,15 @@ class StateStore:
             STATE_KEY: json.dumps(cluster_state_to_wire(cs), sort_keys=True),
             SINCE_KEY: self.job_state_since.isoformat(),
         }
-        self._cluster_rv = self._write(
-            STATE_CONFIGMAP, self._cluster_rv, data, labels=dict(MANAGED_BY)
-        )
+        try:
+            self._cluster_rv = self._write(
+                STATE_CONFIGMAP, self._cluster_rv, data, labels=dict(MANAGED_BY)
+            )
+        except Exception:
+            self._cluster_copy = None
+            raise
+        if self.reuse_reads:
+            self._cluster_copy = (cs, self._monotonic())
 
     def _write(
         self,
@@ -205,7 +284,7 @@ class StateStore:
                 )
             except ApiException as e:
                 if e.status == 409:
-                    logger.warning("state configmap created concurrently", extra={"name": name})
+                    logger.warning("state configmap created concurrently", extra={"cm": name})
                 raise
         else:
             metadata["resourceVersion"] = resource_version
@@ -222,6 +301,18 @@ class StateStore:
     def load_job(self, key: JobKey, report_object: Mapping[str, Any] | None) -> JobRecord:
         """The job's state and records; an old release's ``status.controller.state`` is
         taken over when no ConfigMap exists yet and the report predates this version."""
+        if self.reuse_reads:
+            with self._jobs_lock:
+                kept = self._jobs.get(key)
+            if kept is not None:
+                return kept
+        record = self._read_job(key, report_object)
+        if self.reuse_reads and record.resource_version is not None:
+            with self._jobs_lock:
+                self._jobs[key] = record
+        return record
+
+    def _read_job(self, key: JobKey, report_object: Mapping[str, Any] | None) -> JobRecord:
         from kubernetes.client.exceptions import ApiException
 
         name = job_state_name(key)
@@ -247,8 +338,12 @@ class StateStore:
     def _migrated(self, key: JobKey, obj: Mapping[str, Any] | None) -> JobRecord:
         legacy = (((obj or {}).get("status") or {}).get("controller") or {}).get("state")
         created = _parse_time(((obj or {}).get("metadata") or {}).get("creationTimestamp"))
-        since = self.job_state_since
-        if not legacy or created is None or since is None or created >= since:
+        if not legacy or created is None:
+            return JobRecord(key)
+        # Read now, not from the cluster copy, which another reconcile may be loading or
+        # writing meanwhile (this path runs once per job of an old release).
+        since = self._read_since()
+        if since is None or created >= since:
             return JobRecord(key)
         try:
             state = job_state_from_wire(key, legacy)
@@ -266,17 +361,27 @@ class StateStore:
         data = {DECISIONS_KEY: json.dumps(list(records), sort_keys=True)}
         if state is not None:
             data[STATE_KEY] = json.dumps(job_state_to_wire(record.key, state), sort_keys=True)
-        rv = self._write(
-            job_state_name(record.key), record.resource_version, data,
-            labels={**MANAGED_BY, JOB_STATE_LABEL: "job"},
-            annotations={JOB_ANNOTATION: record.key},
-        )  # fmt: skip
-        return JobRecord(record.key, state, [dict(r) for r in records], rv)
+        try:
+            rv = self._write(
+                job_state_name(record.key), record.resource_version, data,
+                labels={**MANAGED_BY, JOB_STATE_LABEL: "job"},
+                annotations={JOB_ANNOTATION: record.key},
+            )  # fmt: skip
+        except Exception:
+            self.forget(record.key)
+            raise
+        saved = JobRecord(record.key, state, [dict(r) for r in records], rv)
+        if self.reuse_reads and rv is not None:
+            with self._jobs_lock:
+                self._jobs[record.key] = saved
+        return saved
 
     def delete_job(self, key: JobKey) -> None:
         """The job's report is gone: so is what we kept of it (404 is done)."""
         from kubernetes.client.exceptions import ApiException
 
+        with self._jobs_lock:
+            self._jobs.pop(key, None)
         try:
             self._core.delete_namespaced_config_map(
                 job_state_name(key), self.namespace, _request_timeout=self._timeout
@@ -296,10 +401,13 @@ class StateStore:
         rest of status). Keys the display no longer has (an old release's ``state``) are
         deleted with null."""
         patch = {"status": {"controller": merge_patch(dict(previous or {}), controller)}}
-        self._custom.patch_namespaced_custom_object_status(
+        resp: Any = self._custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, patch,
-            _content_type=MERGE_PATCH, _request_timeout=self._timeout,
+            _content_type=MERGE_PATCH, _request_timeout=self._timeout, _preload_content=False,
         )  # fmt: skip
+        # The answer is the whole object, report included: read (the connection goes back
+        # to the pool), not parsed.
+        resp.data  # noqa: B018
 
 
 def _parse_time(value: Any) -> datetime | None:

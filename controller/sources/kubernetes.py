@@ -3,7 +3,8 @@
 Turns API objects (plain JSON mappings) into the core's frozen views. Pure functions
 sit first (``report_of``, ``job_view_of``, ``node_view_of``); ``KubernetesSource`` does
 the reads with the official client. A status that fails validation becomes a
-``RejectedReport`` (never acted on, never silently dropped).
+``RejectedReport`` (never acted on, never silently dropped). The operator's watch-fed
+cache of pods and nodes is ``world_cache.py``.
 """
 
 from __future__ import annotations
@@ -217,55 +218,3 @@ class KubernetesSource:
     def list_nodes(self) -> list[dict[str, Any]]:
         out = self._core.list_node(_preload_content=False, _request_timeout=self._timeout)
         return list(self._json(out).get("items") or [])
-
-
-class WorldCache:
-    """Pods (opted-in) and nodes as the operator's watches last saw them.
-
-    Like an informer cache: a reconcile reads it instead of listing every pod and node
-    of the cluster each time. Primed by one LIST at start, then kept by watch events.
-    Actuators still read the live object before they write, so a cache that lags a
-    watch event can delay an action, never misdirect one.
-    """
-
-    def __init__(self) -> None:
-        import threading
-
-        self._lock = threading.Lock()
-        self._pods: dict[tuple[str, str], dict[str, Any]] = {}
-        self._nodes: dict[str, dict[str, Any]] = {}
-        self.primed = False
-
-    def prime(self, pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]]) -> None:
-        with self._lock:
-            for p in pods:
-                m = _meta(p)
-                self._pods.setdefault((m.get("namespace", ""), m.get("name", "")), p)
-            for n in nodes:
-                self._nodes.setdefault(_meta(n).get("name", ""), n)
-            self.primed = True
-
-    def put_pod(self, event_type: str | None, pod: Mapping[str, Any]) -> None:
-        m = _meta(pod)
-        key = (m.get("namespace", ""), m.get("name", ""))
-        with self._lock:
-            if event_type == "DELETED":
-                self._pods.pop(key, None)
-            else:
-                self._pods[key] = dict(pod)
-
-    def put_node(self, event_type: str | None, node: Mapping[str, Any]) -> None:
-        name = _meta(node).get("name", "")
-        with self._lock:
-            if event_type == "DELETED":
-                self._nodes.pop(name, None)
-            else:
-                self._nodes[name] = dict(node)
-
-    def pods(self, namespace: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [p for (ns, _), p in self._pods.items() if ns == namespace]
-
-    def nodes(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self._nodes.values())

@@ -51,6 +51,7 @@ FEATURES: dict[str, dict[str, Any]] = {
         "serviceAccount": {"annotations": {"iam.example.com/role": "pacekeeper"}}
     },
     "metrics-off": {"metrics": {"enabled": False}},
+    "metrics-network-policy": {"metrics": {"networkPolicy": {"enabled": True}}},
     "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"p": "k"}}}},
     "prometheus-rule": {"metrics": {"prometheusRule": {"enabled": True}}},
     "reporter-rbac": {

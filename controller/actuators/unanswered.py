@@ -9,6 +9,7 @@ operator's process); it is bounded, and an entry goes as soon as a read settles 
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
@@ -17,22 +18,29 @@ _DEFAULT_CAPACITY = 1024
 
 
 class UnansweredWrites:
+    """Shared by the operator's concurrent reconciles: every access takes the lock."""
+
     def __init__(self, capacity: int = _DEFAULT_CAPACITY) -> None:
         self._entries: OrderedDict[Hashable, dict[str, Any]] = OrderedDict()
         self._capacity = capacity
+        self._lock = threading.Lock()
 
     def remember(self, key: Hashable, before: dict[str, Any]) -> None:
         """`before`: the object as read just before the unanswered write."""
-        self._entries[key] = before
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._capacity:
-            self._entries.popitem(last=False)
+        with self._lock:
+            self._entries[key] = before
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
 
     def get(self, key: Hashable) -> dict[str, Any] | None:
-        return self._entries.get(key)
+        with self._lock:
+            return self._entries.get(key)
 
     def settle(self, key: Hashable) -> dict[str, Any] | None:
-        return self._entries.pop(key, None)
+        with self._lock:
+            return self._entries.pop(key, None)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._entries
+        with self._lock:
+            return key in self._entries

@@ -39,6 +39,10 @@ def test_default_command_is_the_documented_operator_contract() -> None:
         "8080",
         "--log-format",
         "json",
+        # A policy edited into something invalid keeps the pod up, deciding nothing and
+        # saying why (docs/install.md), instead of a crash loop.
+        "--on-invalid-policy",
+        "wait",
     ]
 
 

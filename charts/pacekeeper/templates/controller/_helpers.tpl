@@ -38,6 +38,8 @@ app.kubernetes.io/component: controller
 - {{ ternary .Values.metrics.port 0 .Values.metrics.enabled | quote }}
 - --log-format
 - {{ .Values.controller.logging.format }}
+- --on-invalid-policy
+- wait
 {{- with .Values.controller.workers }}
 - --workers
 - {{ . | quote }}

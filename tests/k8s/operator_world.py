@@ -12,8 +12,11 @@ from harness import RunningServer
 from harness.objects import node, pod
 from reporter_helpers import CRD_PATH
 
+from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
+from pacekeeper.controller.actuators.retries import RetrySettings
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.policy import PolicyDocument, load_policy_document
+from pacekeeper.controller.runtime.reconcile import Reconciler
 from pacekeeper.controller.runtime.state_store import STATE_KEY, job_state_name
 from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
 from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
@@ -113,6 +116,17 @@ def report(seq: int, at: datetime, slow: dict[int, float]) -> ScoreReport:
         generated_at=at,
         window_s=30.0,
         ranks=ranks,
+    )
+
+
+def reconciler(api_client: Any, clock: Clock, mode: str = "enforce") -> Reconciler:
+    """The real reconciler over HTTP, with the test's clock and no waits between retries."""
+    acts = KubernetesActuators(
+        api_client, instance="test", settings=RetrySettings(request_timeout_s=1.0),
+        sleep=lambda _s: None,
+    )  # fmt: skip
+    return Reconciler(
+        api_client, policy(mode), namespace=CONTROLLER_NS, clock=clock, actuators=acts
     )
 
 

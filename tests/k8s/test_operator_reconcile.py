@@ -9,40 +9,25 @@ from typing import Any
 import pytest
 from harness import Fault, RunningServer
 from operator_world import (
-    CONTROLLER_NS,
     JOB,
     NAMESPACE,
     Clock,
     controller_state,
     controller_status,
     cordoned,
-    policy,
+    reconciler,
     report,
     setup_world,
     sink,
     taints,
 )
 
-from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
-from pacekeeper.controller.actuators.retries import RetrySettings
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.marks import TAINT_KEY
 from pacekeeper.controller.runtime.reconcile import Reconciler
 
 KEY = JobKey(f"{NAMESPACE}/{JOB}")
 SLOW = {5: 0.5}  # rank 5 lives on n1
-
-
-def _reconciler(api_client: Any, clock: Clock, mode: str = "enforce") -> Reconciler:
-    acts = KubernetesActuators(
-        api_client,
-        instance="test",
-        settings=RetrySettings(request_timeout_s=1.0),
-        sleep=lambda _s: None,
-    )
-    return Reconciler(
-        api_client, policy(mode), namespace=CONTROLLER_NS, clock=clock, actuators=acts
-    )
 
 
 def _run(
@@ -65,7 +50,7 @@ def test_enforce_taints_then_cordons_the_slow_rank_node_and_nothing_else(
 ) -> None:
     setup_world(k8s_server)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
 
     assert [t["key"] for t in taints(k8s_server, "n1")] == [TAINT_KEY]
@@ -90,7 +75,7 @@ def test_observe_and_dry_run_only_record_what_they_would_do(
 ) -> None:
     setup_world(k8s_server)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock, mode)
+    rec = reconciler(k8s_api_client, clock, mode)
     _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
 
     assert all(taints(k8s_server, n) == [] for n in ("n0", "n1", "n2"))
@@ -106,7 +91,7 @@ def test_pod_annotation_lowers_the_mode_for_that_job(
 ) -> None:
     setup_world(k8s_server, mode_annotation="observe")
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock, "enforce")
+    rec = reconciler(k8s_api_client, clock, "enforce")
     _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
     assert k8s_server.history.find(verb="patch", plural="nodes") == []
 
@@ -116,13 +101,13 @@ def test_restart_mid_ladder_repeats_nothing_and_loses_nothing(
 ) -> None:
     setup_world(k8s_server)
     clock = Clock()
-    first = _reconciler(k8s_api_client, clock)
+    first = reconciler(k8s_api_client, clock)
     seq = _run(first, k8s_server, k8s_api_client, clock, 6, slow=SLOW)
     assert [t["key"] for t in taints(k8s_server, "n1")] == [TAINT_KEY]
     assert not cordoned(k8s_server, "n1")
 
     # A new process: no memory but what the cluster holds.
-    second = _reconciler(k8s_api_client, clock)
+    second = reconciler(k8s_api_client, clock)
     _run(second, k8s_server, k8s_api_client, clock, 10, slow=SLOW, start_seq=seq)
 
     assert cordoned(k8s_server, "n1")
@@ -147,7 +132,7 @@ def test_recovery_undoes_our_marks_and_leaves_a_human_cordon(
     human["spec"]["unschedulable"] = True
     k8s_server.apply(human)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     seq = _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
     assert cordoned(k8s_server, "n1")
     _run(rec, k8s_server, k8s_api_client, clock, 10, slow={}, start_seq=seq)
@@ -166,7 +151,7 @@ def test_injected_500s_and_409s_cause_retries_not_duplicates(
     k8s_server.inject(Fault(status=500, times=2, verb="patch", plural="nodes"))
     k8s_server.inject(Fault(status=409, times=1, verb="patch", plural="nodes"))
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
 
     assert [t["key"] for t in taints(k8s_server, "n1")] == [TAINT_KEY]
@@ -183,7 +168,7 @@ def test_malformed_status_is_recorded_and_never_acted_on(
 
     setup_world(k8s_server)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     seq = _run(rec, k8s_server, k8s_api_client, clock, 1, slow=SLOW)
     api = client.CustomObjectsApi(k8s_api_client)
     for _ in range(12):
@@ -205,7 +190,7 @@ def test_malformed_status_is_recorded_and_never_acted_on(
 def test_stale_report_never_acts(k8s_server: RunningServer, k8s_api_client: Any) -> None:
     setup_world(k8s_server)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     out = sink(k8s_api_client)
     out.send(report(0, clock(), SLOW))
     for _ in range(20):  # the same old report, the clock running on
@@ -220,7 +205,7 @@ def test_metrics_count_decisions_and_applied_actions(
 ) -> None:
     setup_world(k8s_server)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     _run(rec, k8s_server, k8s_api_client, clock, 16, slow=SLOW)
     reg = rec.metrics.registry
 
@@ -248,7 +233,7 @@ def test_persisted_state_drops_what_the_core_dropped(
 ) -> None:
     setup_world(k8s_server)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock, "observe")
+    rec = reconciler(k8s_api_client, clock, "observe")
     seq = _run(rec, k8s_server, k8s_api_client, clock, 1, slow=SLOW)
     assert "5" in controller_state(k8s_server)["streaks"]
     _run(rec, k8s_server, k8s_api_client, clock, 2, slow={}, start_seq=seq)
@@ -267,7 +252,7 @@ def test_a_refused_action_records_the_servers_status_and_message(
               message=refusal)
     )  # fmt: skip
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     _run(rec, k8s_server, k8s_api_client, clock, 8, slow=SLOW)
 
     assert taints(k8s_server, "n1") == []

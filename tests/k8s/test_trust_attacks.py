@@ -19,17 +19,14 @@ from operator_world import (
     controller_state,
     controller_status,
     cordoned,
-    policy,
+    reconciler,
     report,
     setup_world,
     sink,
     taints,
 )
 
-from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
-from pacekeeper.controller.actuators.retries import RetrySettings
 from pacekeeper.controller.core.ids import JobKey
-from pacekeeper.controller.runtime.reconcile import Reconciler
 from pacekeeper.controller.runtime.state_store import (
     SINCE_KEY,
     STATE_CONFIGMAP,
@@ -41,15 +38,6 @@ from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, 
 KEY = JobKey(f"{NAMESPACE}/{JOB}")
 SLOW = {5: 0.5}  # rank 5 lives on n1
 GROUP, VERSION, PLURAL = "pacekeeper.dev", "v1alpha1", "stragglerreports"
-
-
-def _reconciler(api_client: Any, clock: Clock) -> Reconciler:
-    acts = KubernetesActuators(
-        api_client, instance="test", settings=RetrySettings(request_timeout_s=1.0),
-        sleep=lambda _s: None,
-    )  # fmt: skip
-    return Reconciler(api_client, policy("enforce"), namespace=CONTROLLER_NS, clock=clock,
-                      actuators=acts)  # fmt: skip
 
 
 def _claiming(seq: int, clock: Clock, claims: dict[int, str], *, job: str = JOB) -> ScoreReport:
@@ -76,7 +64,7 @@ def test_a_report_naming_a_node_without_the_jobs_pods_marks_nothing_and_says_so(
     setup_world(k8s_server)
     k8s_server.apply(node("infra-db"))
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     out = sink(k8s_api_client)
     for seq in range(16):
         out.send(_claiming(seq, clock, {r: "infra-db" for r in range(4, 8)}))
@@ -106,7 +94,7 @@ def test_a_truthful_report_of_the_same_job_is_still_acted_on(
 ) -> None:
     setup_world(k8s_server)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     out = sink(k8s_api_client)
     for seq in range(16):
         # Pod names left out: placement comes from the pods' completion indexes.
@@ -139,7 +127,7 @@ def test_ghost_reports_touch_nothing_keep_no_state_and_leave_the_budget_to_real_
 
     setup_world(k8s_server)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     custom = client.CustomObjectsApi(k8s_api_client)
     ghosts = [f"ghost-{i}" for i in range(3)]
     for seq in range(12):
@@ -191,7 +179,7 @@ def test_a_report_claiming_a_job_whose_owner_uid_it_does_not_have_is_ignored(
             annotations={"pacekeeper.dev/detect": "true"})
     )  # fmt: skip
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     _ghost(k8s_api_client, "other", "n2", clock, 0)
     custom_patch = {"metadata": {"ownerReferences": [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "other", "uid": "uid-guess",
@@ -214,7 +202,7 @@ def test_a_job_rewriting_the_controller_status_changes_neither_state_nor_decisio
 
     setup_world(k8s_server)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     out = sink(k8s_api_client)
     out.send(report(0, clock(), SLOW))
     rec.reconcile_job(KEY)
@@ -243,7 +231,7 @@ def test_an_old_releases_state_is_taken_over_once_and_never_from_a_newer_report(
 
     setup_world(k8s_server)
     clock = Clock()
-    rec = _reconciler(k8s_api_client, clock)
+    rec = reconciler(k8s_api_client, clock)
     out = sink(k8s_api_client)
     out.send(report(0, clock(), SLOW))
     rec.reconcile_job(KEY)

@@ -103,6 +103,12 @@ class _StragglerDetection:
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.initialized:
+            # Ranks leave together: a rank that exits while another still runs a report
+            # collective on the detector's group can abort in gloo at exit.
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized():
+                dist.barrier()
             Detector.shutdown()
             self.initialized = False
 

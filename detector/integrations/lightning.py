@@ -123,6 +123,9 @@ class _StragglerDetection:
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if self.initialized:
+            # Ranks leave together: a rank that exits while another still runs a report
+            # collective on the detector's group can abort in gloo at exit.
+            trainer.strategy.barrier("pacekeeper-teardown")
             Detector.shutdown()
             self.initialized = False
 

@@ -122,6 +122,9 @@ def join_gloo_world(rank: int, world_size: int, store_file: str) -> None:
 
 def leave_world() -> None:
     if is_distributed():
+        # Ranks leave together: one that tears its groups down while another still runs a
+        # report collective on the detector's group can abort in gloo at exit.
+        _dist().barrier()
         _dist().destroy_process_group()
 
 

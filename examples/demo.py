@@ -153,8 +153,13 @@ def _heatmap(reports: list[Any], decisions: list[Decision], config: E2EConfig) -
             continue
         when = (d.decided_at - t0).total_seconds()
         disruptive = d.action.value != "notify"
+        # Notices and restarts are about ranks (the evidence names them), even when the
+        # decision's subject is the node the ladder runs on: mark the ranks' own rows.
+        ranks = [int(r) for r in d.evidence.get("ranks") or []]
         if d.subject.startswith("rank/"):
             rec.ours.append(Flag(when, SubjectKind.RANK, int(d.subject[5:]), disruptive))
+        elif d.action.value in ("notify", "restartRank") and ranks:
+            rec.ours.extend(Flag(when, SubjectKind.RANK, r, disruptive) for r in ranks)
         elif d.node in nodes:
             rec.ours.append(Flag(when, SubjectKind.NODE, nodes.index(d.node), disruptive, True))
     truth = Truth(

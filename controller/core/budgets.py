@@ -197,3 +197,19 @@ def budget_evidence(req: Request, cluster: ClusterState) -> dict[str, Any]:
         "clusterNodesMarked": len(marked_nodes(cluster, include_simulated=include_simulated)),
         "clusterNodesLimit": req.safety.nodes.limit(req.cluster_nodes),
     }
+
+
+def cluster_usage(
+    cluster: ClusterState, safety: ClusterSafety, cluster_nodes: int, now: datetime
+) -> dict[str, tuple[int, int | None]]:
+    """The cluster-wide budgets as an operator watches them: scope -> (used, limit), the
+    limit None when unlimited. Only real marks and stamps count: an observing policy's
+    simulated ones use nothing."""
+    recent = sum(1 for s in cluster.stamps if now - s.at < RATE_WINDOW and counts(s, False))
+    return {
+        "cluster.nodes": (
+            len(marked_nodes(cluster, include_simulated=False)),
+            safety.nodes.limit(cluster_nodes),
+        ),
+        "cluster.actionsPerHour": (recent, safety.actions_per_hour),
+    }

@@ -6,6 +6,8 @@ two operators in one process) never collide on the global default registry.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -65,6 +67,17 @@ class ControllerMetrics:
             ["reason"],
             registry=r,
         )
+
+    def show_budgets(self, usage: Mapping[str, tuple[int, int | None]]) -> None:
+        """Budget gauges from ``budgets.cluster_usage``; an unlimited scope has no limit
+        sample (an alert on used/limit then never divides by a made-up number)."""
+        for scope, (used, limit) in usage.items():
+            self.budget_used.labels(scope).set(used)
+            if limit is None:
+                with contextlib.suppress(KeyError):
+                    self.budget_limit.remove(scope)
+            else:
+                self.budget_limit.labels(scope).set(limit)
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         from prometheus_client import start_http_server

@@ -29,6 +29,7 @@ from typing import Any
 
 from pacekeeper.controller.actuators.events import EventAction, EventType
 from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
+from pacekeeper.controller.core.budgets import cluster_usage
 from pacekeeper.controller.core.decisions import (
     JOB_SUBJECT,
     Decision,
@@ -286,6 +287,12 @@ class Reconciler:
             # What the chart's PacekeeperBreakerOpen alert reads.
             open_until = outcome.next_state.cluster.breaker_open_until
             self.metrics.breaker_open.set(int(open_until is not None and now < open_until))
+            self.metrics.show_budgets(
+                cluster_usage(
+                    outcome.next_state.cluster, self.policies.cluster,
+                    cluster_view.node_count(), now,
+                )
+            )  # fmt: skip
             try:
                 if outcome.next_state.cluster != cluster_state:
                     self.store.save_cluster(outcome.next_state.cluster, now)

@@ -59,6 +59,11 @@ def test_a_storm_stays_within_the_cluster_node_budget_and_opens_the_breaker(
     assert len(cluster["breakerDemand"]) > BREAKER_MAX
     # What the chart's PacekeeperBreakerOpen alert reads.
     assert operator.metric("pacekeeper_breaker_open") == 1
+    # The budget gauges: the node budget full, each taint counted against the hour.
+    assert operator.metric("pacekeeper_budget_used", scope="cluster.nodes") == CLUSTER_NODES
+    assert operator.metric("pacekeeper_budget_limit", scope="cluster.nodes") == CLUSTER_NODES
+    assert operator.metric("pacekeeper_budget_used", scope="cluster.actionsPerHour") == len(written)
+    assert operator.metric("pacekeeper_budget_limit", scope="cluster.actionsPerHour") == 20
     tainted = [job for job in jobs if job.pods[0].node in written]
     assert all(("act", "taintNode") in [(v, a) for v, a, _ in world.acted(j)] for j in tainted)
     assert reporters.errors == []

@@ -18,7 +18,7 @@ from controller_builders import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pacekeeper.controller.core.budgets import RATE_WINDOW
+from pacekeeper.controller.core.budgets import RATE_WINDOW, cluster_usage
 from pacekeeper.controller.core.decisions import Reason, Verdict
 from pacekeeper.controller.core.engine import decide
 from pacekeeper.controller.core.ids import JobKey, NodeName
@@ -101,6 +101,11 @@ def test_budget_never_exceeded_when_every_node_is_slow(
             if d.verdict is Verdict.ACT and d.action in (NODE_ACTIONS | {ActionKind.RESTART_RANK})
         ]
         assert sum(1 for t in stamps if now - t < RATE_WINDOW) <= per_hour
+        # What the budget gauges show agrees with the world and with the acts.
+        usage = cluster_usage(state.cluster, doc.cluster, n_nodes, now)
+        assert usage["cluster.nodes"] == (len(marked), limit)
+        recent = sum(1 for t in stamps if now - t < RATE_WINDOW)
+        assert usage["cluster.actionsPerHour"] == (recent, per_hour)
         refused = [d for d in out.decisions if d.reason is Reason.BUDGET_EXHAUSTED]
         assert all("used" in d.evidence and "limit" in d.evidence for d in refused)
 

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from . import own_gloo
+from .own_gloo import OwnGlooGroup
+
 
 @dataclass(frozen=True, slots=True)
 class GroupInfo:
@@ -67,6 +70,16 @@ def describe_group(process_group: Any = None) -> GroupInfo:
             )
         return GroupInfo(False, 0, 1, 0, 1, (0,), "none")
     dist = _dist()
+    if isinstance(process_group, OwnGlooGroup):
+        return GroupInfo(
+            True,
+            process_group.rank,
+            process_group.size,
+            int(dist.get_rank()),
+            int(dist.get_world_size()),
+            process_group.ranks,
+            "gloo",
+        )
     group = process_group if process_group is not None else dist.group.WORLD
     group_rank = dist.get_rank(group)
     if group_rank < 0:
@@ -92,16 +105,22 @@ def default_group() -> Any:
     return _dist().group.WORLD
 
 
-def new_report_group(ranks: Sequence[int], backend: str | None, timeout_s: float) -> Any:
+def new_report_group(
+    ranks: Sequence[int], backend: str | None, timeout_s: float, key_prefix: str
+) -> Any:
     """A new group over ``ranks`` (global) for the detector alone, with its own timeout.
 
     ``backend`` None means gloo (CPU objects; a timed-out gloo collective raises in that
-    call and leaves every other group alone), else the job's backend when gloo is not
-    built. Only the members take part (``use_local_synchronization``), and the group gets
-    a name hashed from its ranks, so the job's own counter of group names is untouched.
-    Every member must call this at the same point of its sequence of group creations.
+    call and leaves every other group alone), made outside torch's registry with its
+    store keys under ``key_prefix`` (``own_gloo`` says why). Otherwise, or when gloo is
+    not built, a registered group of ``backend`` (the job's when None): only the members
+    take part (``use_local_synchronization``) and its name is hashed from its ranks, so
+    the job's own counter of group names is untouched; every member must then call this
+    at the same point of its sequence of group creations.
     """
     dist = _dist()
+    if backend is None and own_gloo.available():
+        return OwnGlooGroup(ranks, int(dist.get_rank()), timeout_s, key_prefix)
     chosen = backend
     if chosen is None and dist.is_gloo_available():
         chosen = "gloo"
@@ -111,6 +130,12 @@ def new_report_group(ranks: Sequence[int], backend: str | None, timeout_s: float
         backend=chosen,
         use_local_synchronization=True,
     )
+
+
+def close_report_group(group: Any) -> None:
+    """End a group ``new_report_group`` made (registered groups end with the job's)."""
+    if isinstance(group, OwnGlooGroup):
+        group.close()
 
 
 def join_gloo_world(rank: int, world_size: int, store_file: str) -> None:
@@ -136,6 +161,8 @@ def gather_to_reporter(obj: Any, info: GroupInfo, process_group: Any) -> list[An
     """Group rank 0 gets every group rank's ``obj`` (in group-rank order); others None."""
     if info.alone:
         return [obj]
+    if isinstance(process_group, OwnGlooGroup):
+        return process_group.gather_to_first(obj)
     dist = _dist()
     out: list[Any] | None = [None] * info.group_size if info.is_reporter else None
     dist.gather_object(obj, out, group=_group(process_group), group_dst=0)
@@ -146,6 +173,8 @@ def all_gather(obj: Any, info: GroupInfo, process_group: Any) -> list[Any]:
     """Every group rank gets every group rank's ``obj`` (in group-rank order)."""
     if info.alone:
         return [obj]
+    if isinstance(process_group, OwnGlooGroup):
+        return process_group.all_gather(obj)
     dist = _dist()
     out: list[Any] = [None] * info.group_size
     dist.all_gather_object(out, obj, group=_group(process_group))
@@ -156,6 +185,8 @@ def broadcast_from_reporter(obj: Any, info: GroupInfo, process_group: Any) -> An
     """Group rank 0's ``obj`` on every group rank (the runtime-control exchange)."""
     if info.alone:
         return obj
+    if isinstance(process_group, OwnGlooGroup):
+        return process_group.broadcast_from_first(obj)
     box = [obj if info.is_reporter else None]
     _dist().broadcast_object_list(box, group=_group(process_group), group_src=0)
     return box[0]
@@ -165,6 +196,8 @@ def all_reduce_max(value: float, info: GroupInfo, process_group: Any) -> float:
     """The largest ``value`` over the group (one float: the report-interval agreement)."""
     if info.alone:
         return value
+    if isinstance(process_group, OwnGlooGroup):
+        return process_group.all_reduce_max(value)
     import torch
 
     dist = _dist()

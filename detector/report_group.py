@@ -28,11 +28,14 @@ This module holds no torch import; ``gather`` makes the calls.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from . import gather
+from . import env, gather
 from .run_config import REPORT_ON_JOB_GROUP
 
 logger = logging.getLogger(__name__)
@@ -65,6 +68,36 @@ def _keep(
 
 def _forget(group: Any) -> None:
     _kept[:] = [k for k in _kept if k[4] is not group]
+
+
+@atexit.register
+def _close_kept() -> None:
+    # Before the interpreter tears down: a gloo group still alive then is destroyed with
+    # its threads running, and the process aborts ("terminate called without an active
+    # exception") instead of exiting.
+    while _kept:
+        gather.close_report_group(_kept.pop()[4])
+
+
+_worlds: list[Any] = [None, 0]
+# [the last default group seen, how many distinct ones this process has seen]
+_made: Counter[tuple[int, tuple[int, ...]]] = Counter()
+
+
+def _key_prefix(world: Any, ranks: tuple[int, ...]) -> str:
+    """Where the detector's group keeps its keys in the job's store: the same on every
+    member (each sees the same restart, the same default groups and makes the same
+    groups in turn) and new for each restart, default group and group made."""
+    if _worlds[0] is not world:
+        _worlds[:] = [world, _worlds[1] + 1]
+    made = (_worlds[1], ranks)
+    _made[made] += 1
+    attempt = env.elastic_restart_count()
+    digest = hashlib.sha1("_".join(map(str, ranks)).encode(), usedforsecurity=False)
+    return (
+        f"pacekeeper/report-group/r{'-' if attempt is None else attempt}/w{_worlds[1]}/"
+        f"{digest.hexdigest()[:12]}/{_made[made]}/"
+    )
 
 
 class ReportGroup:
@@ -116,7 +149,9 @@ class ReportGroup:
             group = _find(world, ranks, self.backend, self.timeout_s)
             if group is None:
                 try:
-                    group = gather.new_report_group(ranks, self.backend, self.timeout_s)
+                    group = gather.new_report_group(
+                        ranks, self.backend, self.timeout_s, _key_prefix(world, ranks)
+                    )
                 except Exception:
                     self.broken = True
                     raise
@@ -133,3 +168,4 @@ class ReportGroup:
             )
         self.broken = True
         _forget(group)
+        gather.close_report_group(group)

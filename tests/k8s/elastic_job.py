@@ -33,7 +33,8 @@ def main() -> None:
         (out / f"attempt{attempt}.json").write_text(
             json.dumps({"incarnation": sink.incarnation, "job": describe().job_key,
                         "published": publisher.stats().published,
-                        "sequence": publisher.stats().last_published_sequence})
+                        "sequence": publisher.stats().last_published_sequence,
+                        "errors": Detector.internal_errors()})
         )  # fmt: skip
     dist.barrier()
     if attempt == 0 and rank == 1:

@@ -26,12 +26,11 @@ def test_a_restart_keeps_the_job_and_starts_a_new_incarnation(
     k8s_server: RunningServer, tmp_path: Path, fixed: str | None
 ) -> None:
     k8s_server.apply_yaml(CRD_PATH)
-    env = pod_env(tmp_path, k8s_server.url, "elastic") | {
-        # torchrun's agent keeps one store for every attempt, so a process group made
-        # late in a restarted attempt can read a dead peer's address from the attempt
-        # before (docs/integrations.md, torchrun); a store per attempt avoids it.
-        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
-    }
+    # torchrun's agent keeps one store for every attempt (its default): the detector's
+    # group, made at the first report of each attempt, must not meet the dead attempt's
+    # keys there (detector/own_gloo.py).
+    env = pod_env(tmp_path, k8s_server.url, "elastic")
+    env.pop("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", None)
     if fixed:
         env["PACEKEEPER_INCARNATION"] = fixed
     done = subprocess.run(
@@ -47,6 +46,8 @@ def test_a_restart_keeps_the_job_and_starts_a_new_incarnation(
         assert first["incarnation"] == f"{fixed}.r0"
     assert first["published"] == second["published"] == 2
     assert first["sequence"] == second["sequence"] == 2  # the sequence started again
+    # Both attempts gathered every rank: the restarted one made its own group afresh.
+    assert first["errors"] == second["errors"] == {}
     obj = dict(k8s_server.read(f"{GROUP}/{VERSION}", "StragglerReport", "elastic", "default"))
     status = obj["status"]
     assert status["incarnation"] == second["incarnation"]

@@ -55,8 +55,12 @@ def initialize_before_init_process_group(
             elapsed_at.append(straggler.Detector.report_interval_tracker.current_iter)  # type: ignore[union-attr]
             assert (interval_report is not None) == (rank == 0)
     straggler.Detector.shutdown()
-    # WORLD and the detector's own group, made once and kept for the second run.
+    # Registered: WORLD alone (the detector's group is outside torch's registry) ...
     groups = len(dist.distributed_c10d._world.pg_names)
+    # ... and the detector's, made once and kept for the second run.
+    from pacekeeper.detector import report_group
+
+    made = sum(report_group._made.values())
     save(
         out_dir,
         rank,
@@ -66,6 +70,7 @@ def initialize_before_init_process_group(
             "after": after,
             "elapsed_at": elapsed_at,
             "groups": groups,
+            "made": made,
             "errors": straggler.Detector.internal_errors(),
         },
     )
@@ -177,6 +182,9 @@ def nvrx_usage_forms(rank: int, world_size: int, out_dir: str) -> None:
     on_job = straggler.Detector.generate_report()
     straggler.Detector.shutdown()
     groups = len(dist.distributed_c10d._world.pg_names)
+    from pacekeeper.detector import report_group
+
+    made = sum(report_group._made.values())
     save(
         out_dir,
         rank,
@@ -187,5 +195,6 @@ def nvrx_usage_forms(rank: int, world_size: int, out_dir: str) -> None:
             "reporter": reporter,
             "on_job": on_job is not None,
             "groups": groups,
+            "made": made,
         },
     )

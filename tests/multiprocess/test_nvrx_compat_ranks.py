@@ -49,7 +49,8 @@ def test_rank_and_world_size_are_read_at_report_time(late_world: list[dict]) -> 
 
 
 def test_the_detectors_group_is_made_once_and_kept_across_runs(late_world: list[dict]) -> None:
-    assert [r["groups"] for r in late_world] == [2, 2]  # WORLD + the detector's
+    assert [r["made"] for r in late_world] == [1, 1]
+    assert [r["groups"] for r in late_world] == [1, 1]  # WORLD: the detector's is not registered
 
 
 def test_zero_report_interval_reports_every_iteration_once_estimated(
@@ -134,5 +135,7 @@ def test_wrapped_callables_with_ignored_args_are_timed_per_rank(usage_world: lis
 
 def test_report_backend_job_runs_on_the_jobs_group(usage_world: list[dict]) -> None:
     assert [r["on_job"] for r in usage_world] == [True, False]  # rank 0 gets the report
-    # WORLD and the one group the earlier runs shared; the "job" run made none.
-    assert [r["groups"] for r in usage_world] == [2, 2]
+    # The one group of the detector the earlier runs shared; the "job" run made none,
+    # and WORLD is the only registered group.
+    assert [r["made"] for r in usage_world] == [1, 1]
+    assert [r["groups"] for r in usage_world] == [1, 1]

@@ -49,8 +49,8 @@ from pacekeeper.controller.runtime.state_store import (
     DECISIONS_KEPT,
     JobRecord,
     StateStore,
-    as_stored,
     controller_status,
+    display_outdated,
 )
 from pacekeeper.controller.sources.kubernetes import (
     KubernetesSource,
@@ -411,9 +411,9 @@ class Reconciler:
         meta = obj.get("metadata") or {}
         if previous is None:
             previous = (obj.get("status") or {}).get("controller") or {}
-        block = controller_status(records, sequence)
-        if as_stored(block) == as_stored(previous):
-            return block
+        block = controller_status(records, sequence, self._clock())
+        if not display_outdated(block, previous, self._clock()):
+            return previous
         try:
             self.store.mirror_status(str(meta.get("namespace")), str(meta.get("name")), block,
                                      previous)  # fmt: skip

@@ -4,6 +4,7 @@ assert the world (taints, cordons, Events, status), not call sequences."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from operator_world import (
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.marks import TAINT_KEY
 from pacekeeper.controller.runtime.reconcile import Reconciler
+from pacekeeper.controller.runtime.state_store import DISPLAY_REFRESH_S
 
 KEY = JobKey(f"{NAMESPACE}/{JOB}")
 SLOW = {5: 0.5}  # rank 5 lives on n1
@@ -261,3 +263,51 @@ def test_a_refused_action_records_the_servers_status_and_message(
     assert failed and failed[0]["action"] == "taintNode"
     assert failed[0]["evidence"]["httpStatus"] == 403
     assert "cannot patch" in failed[0]["evidence"]["serverMessage"]
+
+
+def test_the_display_is_rewritten_when_decisions_change_or_its_observation_is_old(
+    k8s_server: RunningServer, k8s_api_client: Any
+) -> None:
+    """Each status PATCH of the report costs the API server as much as the reporter's
+    own: healthy reports that change no decision leave the display alone until its
+    ``observedAt`` is DISPLAY_REFRESH_S old; a new decision is shown at once."""
+    setup_world(k8s_server)
+    clock = Clock()
+    rec = reconciler(k8s_api_client, clock)
+
+    def display_writes() -> int:
+        patches = k8s_server.history.find(verb="patch", plural="stragglerreports", status=200)
+        return sum(1 for p in patches if "controller" in ((p.body or {}).get("status") or {}))
+
+    # Past the warm-up: the job's decision settles on "hold Healthy" (shown at once).
+    seq = _run(rec, k8s_server, k8s_api_client, clock, 2, slow={})
+    first = controller_status(k8s_server)
+    assert first["lastDecision"]["reason"] == "Healthy"
+    shown_at = datetime.fromisoformat(first["observedAt"])
+    writes = display_writes()
+    # More healthy reports, 30 s apart: none rewrites it while its observation is young.
+    quiet = 0
+    while (clock() - shown_at).total_seconds() < DISPLAY_REFRESH_S:
+        seq = _run(rec, k8s_server, k8s_api_client, clock, 1, slow={}, start_seq=seq)
+        quiet += 1
+    assert quiet >= 8
+    assert display_writes() == writes
+    assert controller_status(k8s_server) == first
+    # The first one DISPLAY_REFRESH_S after it: rewritten with what it saw.
+    seq = _run(rec, k8s_server, k8s_api_client, clock, 1, slow={}, start_seq=seq)
+    assert display_writes() == writes + 1
+    assert controller_status(k8s_server)["observedSequence"] == seq - 1
+    # A slow rank: each new decision (the streak, then notify) is shown at once.
+    writes = display_writes()
+    for _ in range(3):
+        seq = _run(rec, k8s_server, k8s_api_client, clock, 1, slow=SLOW, start_seq=seq)
+        shown = controller_status(k8s_server)
+        assert shown["observedSequence"] == seq - 1
+        assert display_writes() == writes + 1
+        writes += 1
+        if shown["lastDecision"].get("action") == "notify":
+            break
+    assert shown["lastDecision"] == {
+        "verdict": "act", "action": "notify", "reason": "BelowThreshold",
+        "decidedAt": shown["lastDecision"]["decidedAt"],
+    }  # fmt: skip

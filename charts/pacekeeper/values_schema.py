@@ -159,6 +159,12 @@ class PrometheusRule(_Values):
     labels: StringMap = {}
 
 
+class GrafanaDashboard(_Values):
+    enabled: bool = False
+    labels: StringMap = {"grafana_dashboard": "1"}
+    namespace: str = Field(default="", max_length=63)
+
+
 class MetricsNetworkPolicy(_Values):
     enabled: bool = False
     from_: list[dict[str, Any]] = Field(default=[], alias="from")
@@ -170,6 +176,7 @@ class Metrics(_Values):
     service_monitor: ServiceMonitor = ServiceMonitor()
     prometheus_rule: PrometheusRule = PrometheusRule()
     network_policy: MetricsNetworkPolicy = MetricsNetworkPolicy()
+    grafana_dashboard: GrafanaDashboard = GrafanaDashboard()
 
     @model_validator(mode="after")
     def _monitoring_needs_metrics(self) -> Self:
@@ -178,6 +185,7 @@ class Metrics(_Values):
                 ("serviceMonitor", self.service_monitor),
                 ("prometheusRule", self.prometheus_rule),
                 ("networkPolicy", self.network_policy),
+                ("grafanaDashboard", self.grafana_dashboard),
             ):
                 if part.enabled:
                     raise ValueError(f"metrics.{key}.enabled=true needs metrics.enabled=true")
@@ -319,7 +327,12 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
             "then": {
                 "properties": {
                     key: {"properties": {"enabled": {"const": False}}}
-                    for key in ("serviceMonitor", "prometheusRule", "networkPolicy")
+                    for key in (
+                        "serviceMonitor",
+                        "prometheusRule",
+                        "networkPolicy",
+                        "grafanaDashboard",
+                    )
                 }
             },
         },

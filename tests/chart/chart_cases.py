@@ -54,6 +54,9 @@ FEATURES: dict[str, dict[str, Any]] = {
     "metrics-network-policy": {"metrics": {"networkPolicy": {"enabled": True}}},
     "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"p": "k"}}}},
     "prometheus-rule": {"metrics": {"prometheusRule": {"enabled": True}}},
+    "grafana-dashboard": {
+        "metrics": {"grafanaDashboard": {"enabled": True, "namespace": "monitoring"}}
+    },
     "reporter-rbac": {
         "reporterRbac": {
             "enabled": True,

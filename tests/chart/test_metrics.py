@@ -96,3 +96,40 @@ def test_network_policy_peers_come_from_values() -> None:
     values = {"metrics": {"networkPolicy": {"enabled": True, "from": [peer]}}}
     (rule,) = one(render(values), "NetworkPolicy")["spec"]["ingress"]
     assert rule["from"] == [peer]
+
+
+def test_grafana_dashboard_reads_only_metrics_the_controller_exports() -> None:
+    import json
+    import re
+
+    from pacekeeper.controller.runtime.metrics import ControllerMetrics
+
+    assert not [
+        o for o in render() if o["kind"] == "ConfigMap" and "dashboard" in o["metadata"]["name"]
+    ]
+    (cm,) = [
+        o
+        for o in render(FEATURES["grafana-dashboard"])
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboard")
+    ]
+    assert cm["metadata"]["namespace"] == "monitoring"
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"  # the sidecar's default
+    dashboard = json.loads(cm["data"]["pacekeeper.json"])
+    assert dashboard["uid"] == "pacekeeper-controller"
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {name for e in exprs for name in re.findall(r"pacekeeper_[a-z_]+", e)}
+    registry = ControllerMetrics().registry
+    exported = {s.name for family in registry.collect() for s in family.samples}
+    # Histogram series appear once observed; their names follow from the family's.
+    exported |= {
+        f"{family.name}{suffix}"
+        for family in registry.collect()
+        if family.type == "histogram"
+        for suffix in ("_bucket", "_sum", "_count")
+    }
+    exported |= {f"{f.name}_total" for f in registry.collect() if f.type == "counter"}
+    exported |= {f.name for f in registry.collect() if f.type == "gauge"}
+    assert used and used <= exported, used - exported
+    # Every panel reads the templated data source and namespace.
+    assert all('namespace=~"$namespace"' in e for e in exprs)
+    assert {p["datasource"]["uid"] for p in dashboard["panels"]} == {"${datasource}"}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import env, report_cycle
@@ -164,6 +164,7 @@ class Detector:
         report_timeout_s: float | None = None,
         report_backend: str | None = None,
         control: Any = None,
+        time_collectives: bool = True,
     ) -> None:
         """Start detecting (NVRx's arguments, then pacekeeper's: ``process_group`` and
         keyword-only extras). May run before ``init_process_group``, as in NVRx's example:
@@ -201,6 +202,9 @@ class Detector:
                 ``$PACEKEEPER_CONTROL``: on when a reporter is configured, read through
                 it), ``"none"``, ``"file:PATH"``, or an object with ``latest()``. Give
                 the same value on every rank: it adds a broadcast to every report.
+            time_collectives: time the job's blocking ``torch.distributed`` collectives
+                and take the wait out of the sections around them (True; docs/detector.md,
+                "Culprit and victims"); with DDP also call ``watch_ddp(model)``.
 
         Raises ValueError naming the argument on bad input, ``DetectorStateError`` (an
         ``AssertionError``, as NVRx's assert, and a ``RuntimeError``) if already
@@ -243,6 +247,9 @@ class Detector:
             cls._cpu_handles = run.table.cpu_handles
             cls.initialized = True
             cls._publisher = None
+            run.time_collectives = time_collectives
+            if time_collectives:
+                _time_collectives(run.guard)
             try:
                 if cls.gather_on_rank0 and _is_reporter(run):
                     cls._publisher = _install_reporter(cls, reporter)
@@ -274,6 +281,41 @@ class Detector:
             cls.cupti_manager = None
             cls.report_interval_tracker = None
             cls.initialized = False
+
+    @classmethod
+    def set_topology(
+        cls,
+        *,
+        coords: Mapping[str, int] | None = None,
+        mesh: Any = None,
+        groups: Mapping[str, Any] | None = None,
+        group: str | None = None,
+    ) -> None:
+        """Say where this rank sits in the job's parallel layout (call on every rank, any
+        time after ``initialize``): a named ``DeviceMesh``, the process group of each
+        dimension, the coordinates themselves (``{"dp": 1, "pp": 3, "tp": 0}``), and/or
+        a role name. Reports then carry each rank's ``group`` and ``coords``, and the
+        controller compares ranks with their peers (docs/detector.md, "Peer groups").
+        ValueError names the argument on bad input; without ``initialize`` it raises
+        ``DetectorStateError``."""
+        from .topology import topology_of
+
+        topology = topology_of(coords=coords, mesh=mesh, groups=groups, group=group)
+        with cls._lock:
+            if cls._run is None:
+                raise DetectorStateError("Detector is not initialized; call initialize() first")
+            cls._run.payloads.topology = topology
+
+    @classmethod
+    def watch_ddp(cls, model: Any, process_group: Any = None) -> bool:
+        """Time the wait at the end of each backward of a ``DistributedDataParallel``
+        ``model`` (its reducer talks to the process group from C++, past the collective
+        wrappers): registers DDP's default mean all-reduce as a communication hook that
+        times its last bucket. False when the model has a hook of its own (DDP takes one).
+        """
+        from .collectives import watch_ddp
+
+        return watch_ddp(model, process_group)
 
     # --- sections (hot path) -----------------------------------------------------
 
@@ -430,3 +472,14 @@ def _location(frame: Any) -> str:
 
 
 Detector.reporter = ReportGenerator(Detector)
+
+
+def _time_collectives(guard: Any) -> None:
+    # Only in a process that has torch already: a torch-free job, or one whose detector
+    # starts before it imports torch, is not made to import it here (the first report
+    # that finds a process group installs the wrappers then: ``RunState.refresh``).
+    if "torch" not in sys.modules:
+        return
+    from .collectives import install
+
+    guard.call("collectives.install", install, None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -19,8 +20,10 @@ import numpy as np
 
 from . import scoring
 from .baselines import RecentBest
+from .collectives import WAIT_NS
 from .payload import MAX_NAMES, NAME_REFRESH_REPORTS, KeyIds, RankPayload
 from .reports import RankInfo, Statistic, summary_statistics
+from .topology import Topology
 
 if TYPE_CHECKING:
     import re
@@ -87,6 +90,9 @@ class PayloadBuilder:
         """The last window's ``kernel_counts`` (this rank's, for its ScoreReport)."""
         self.kernel_totals: Counter[str] = Counter()
         """The same counts summed over every report since initialize."""
+        self._wait_mark = (WAIT_NS[0], time.perf_counter_ns())
+        self.topology = Topology()
+        """This rank's place in the job's layout (``Detector.set_topology``)."""
 
     def empty(self) -> LocalReport:
         """What this rank sends when collecting failed: it still joins the collective."""
@@ -108,7 +114,9 @@ class PayloadBuilder:
     ) -> LocalReport:
         """The payload of drained ``sections`` and a backend's kernel ``window`` (or None)."""
         sec_names = [s.name for s in sections]
-        sec_med = np.array([s.median_ns for s in sections], dtype=np.float64)
+        # Scored on the work done: the wait for peers inside a section is not this
+        # rank's slowness but someone else's (collectives).
+        sec_med = np.array([s.work_median_ns for s in sections], dtype=np.float64)
         sec_base = self.section_baselines.update_many(sec_names, sec_med)
         sec_ind = scoring.individual_scores(sec_med, sec_base)
         sec_ids = self.key_ids.ids(sec_names)
@@ -150,11 +158,24 @@ class PayloadBuilder:
             section_samples=int(sum(s.num for s in sections)),
             kernel_samples=int(window.records) if window is not None else 0,
             dropped_records=int(window.dropped_records) if window is not None else 0,
+            wait_share=self._wait_share(),
+            group=self.topology.group,
+            coords=self.topology.coords,
         )
         payload = RankPayload(
             info, sec_ids, sec_med, sec_ind, ker_ids, ker_med, ker_tot, gpu_ind, names
         )
         return payload, sec_summ, ker_summ
+
+    def _wait_share(self) -> float | None:
+        """Share of the time since the last report spent blocked in collectives; None
+        when none was timed (a job without collectives, or timing them is off)."""
+        wait0, t0 = self._wait_mark
+        wait, now = WAIT_NS[0], time.perf_counter_ns()
+        self._wait_mark = (wait, now)
+        if wait == wait0 or now <= t0:
+            return None
+        return min(1.0, (wait - wait0) / (now - t0))
 
     def _count_kernels(self, window: KernelWindow | None) -> None:
         counts = self.kernel_counts = kernel_counts(window)

@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from . import env, gather
+from . import collectives, env, gather
 from .run_config import REPORT_ON_JOB_GROUP
 
 logger = logging.getLogger(__name__)
@@ -125,10 +125,12 @@ class ReportGroup:
         if info.alone:
             return fn(obj, info, self.job_group)
         if self.backend == REPORT_ON_JOB_GROUP:
-            return fn(obj, info, self.job_group)
+            with collectives.not_counted():
+                return fn(obj, info, self.job_group)
         own_info, own = self._own_group(info)
         try:
-            return fn(obj, own_info, own)
+            with collectives.not_counted():
+                return fn(obj, own_info, own)
         except Exception:
             self._abandon(own)
             raise

@@ -129,6 +129,11 @@ class RankInfo:
     section_samples: int = 0
     kernel_samples: int = 0
     dropped_records: int = 0
+    wait_share: float | None = None
+    """Share of the window this rank spent blocked in the job's collectives."""
+    group: str | None = None
+    coords: Mapping[str, int] | None = None
+    """Peer group and parallel coordinates (``topology``), when the job gave them."""
 
 
 def summary_statistics(s: Any, scale: float) -> dict[Statistic, float]:
@@ -196,6 +201,9 @@ def to_score_report(
                 section_individual=sec_ind.get(r, {}),
                 section_samples=max(0, info.section_samples),
                 kernel_samples=max(0, info.kernel_samples),
+                wait_share=info.wait_share,
+                group=info.group,
+                coords=dict(info.coords) if info.coords else None,
             )
         )
     if kernel_timing is None:

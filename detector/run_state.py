@@ -17,7 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import env, gather, identity
+from . import collectives, env, gather, identity
 from .guard import Guard
 from .interval import IntervalTracker
 from .local_payload import PayloadBuilder
@@ -65,6 +65,8 @@ class RunState:
         self._ray_node = ray_node
         self.job = job
         self.payloads = payloads
+        self.time_collectives = False
+        """Wrap the job's collectives once a process group exists (``collectives``)."""
         self.names: dict[int, str] = {}
         """The receiver's id -> name table (bounded by ``payload.MAX_NAMES``)."""
         self.seen_sections: dict[str, None] = {}
@@ -156,6 +158,8 @@ class RunState:
         info = self.group.describe()
         if info != self.info:
             self.info = info
+            if info.distributed and self.time_collectives and not collectives.installed():
+                self.guard.call("collectives.install", collectives.install, None)
             if self.payloads.rank_info.rank != info.global_rank:
                 self.payloads.rank_info = identity.rank_info(info, self.node_name, self._ray_node)
         return info

@@ -21,6 +21,8 @@ from time import perf_counter_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
+from .collectives import DDP_READY_NS, WAIT_NS
+from .collectives import waited as add_wait
 from .timings import RingBuffer, summarize_ns
 
 if TYPE_CHECKING:
@@ -61,7 +63,14 @@ class CustomSection:
     appending to it does not add a sample).
     """
 
-    __slots__ = ("location", "name", "profiling_interval", "times", "total_entry_cnt")
+    __slots__ = (
+        "location",
+        "name",
+        "profiling_interval",
+        "times",
+        "total_entry_cnt",
+        "wait_ns",
+    )
 
     max_elapseds_len = _MaxElapsedsLen()
 
@@ -80,6 +89,9 @@ class CustomSection:
         self.total_entry_cnt = total_entry_cnt
         self.profiling_interval = profiling_interval
         self.times = RingBuffer(max_elapseds_len)
+        self.wait_ns = 0
+        """Time blocked in the job's collectives inside the timed entries of this window
+        (``collectives``): taken out of the section's time when it is scored."""
         for ms in cpu_elapsed_times or ():
             self.times.add(round(ms * 1e6))
 
@@ -108,7 +120,7 @@ class CustomSection:
 class SectionHandle:
     """The context manager ``detection_section`` returns; cached and reused per entry."""
 
-    __slots__ = ("_backend", "_guard", "_starts", "name", "section")
+    __slots__ = ("_backend", "_guard", "_starts", "_waits", "name", "section")
 
     def __init__(
         self, section: CustomSection, backend: KernelTimingBackend | None, guard: Guard
@@ -118,6 +130,7 @@ class SectionHandle:
         self._backend = backend
         self._guard = guard
         self._starts: list[int] = []
+        self._waits: list[int] = []
 
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Use as a decorator, as NVRx's generator-based context manager allows."""
@@ -135,12 +148,14 @@ class SectionHandle:
         s.total_entry_cnt = n + 1
         if n % s.profiling_interval:
             self._starts.append(_NOT_TIMED)
+            self._waits.append(0)
             return self
         if self._backend is not None:
             try:
                 self._backend.start(self.name)
             except Exception as exc:
                 self._guard.record("backend.start", exc)
+        self._waits.append(WAIT_NS[0])
         self._starts.append(perf_counter_ns())
         return self
 
@@ -152,6 +167,11 @@ class SectionHandle:
     ) -> None:
         t1 = perf_counter_ns()
         t0 = self._starts.pop()
+        w0 = self._waits.pop()
+        ready = DDP_READY_NS[0]
+        if ready:  # a DDP backward finished in here: its tail was the wait for peers
+            DDP_READY_NS[0] = 0
+            add_wait(t1 - ready)
         if t0 == _NOT_TIMED:
             return
         # A section that raised is not a timing sample (NVRx drops it too).
@@ -159,6 +179,9 @@ class SectionHandle:
             ring = self.section.times
             ring._buf[ring.count & ring._mask] = t1 - t0
             ring.count += 1
+            waited = WAIT_NS[0] - w0
+            if waited:
+                self.section.wait_ns += waited
         if self._backend is not None:
             try:
                 self._backend.stop(self.name)
@@ -178,6 +201,16 @@ class SectionSummary:
     std_ns: float
     num: int
     dropped: int
+    wait_ns: float = 0.0
+    """Time blocked in collectives inside this window's timed entries (all of them)."""
+
+    @property
+    def work_median_ns(self) -> float:
+        """The median entry with the mean wait per entry taken out: the work this rank
+        did in the section, what it is scored on (``collectives``)."""
+        if not self.wait_ns or not self.num:
+            return self.median_ns
+        return max(0.0, self.median_ns - self.wait_ns / self.num)
 
 
 class SectionTable:
@@ -259,8 +292,9 @@ class SectionTable:
         for name, section in list(self.sections.items()):
             dropped = section.times.dropped
             samples = section.times.drain()
+            wait, section.wait_ns = section.wait_ns, 0
             if samples.size == 0:
                 continue
             mn, mx, med, mean, std, num = summarize_ns(samples)
-            out.append(SectionSummary(name, mn, mx, med, mean, std, num, dropped))
+            out.append(SectionSummary(name, mn, mx, med, mean, std, num, dropped, float(wait)))
         return out

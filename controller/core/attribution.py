@@ -322,7 +322,12 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
         return Attribution(Verdict.JOB_WIDE, (), below_fraction, slow_nodes, job_nodes)
     far = d.reported_below or frozenset()
     reported = len(far) / d.measured if d.measured else 0.0
-    if reported >= cfg.job_wide_fraction and len(far) > 1:
+    # A detector that measured its ranks' collective waits (``waitShare``) took them out
+    # of the sections already: a section holding a collective then points at the rank
+    # the others waited for, and the reported scores' spread around the fastest rank is
+    # noise, not the shape this rule guards against.
+    waits_out = any(r.wait_share is not None for r in d.report.ranks)
+    if reported >= cfg.job_wide_fraction and len(far) > 1 and not waits_out:
         # Most ranks far from the fastest as reported: the job's shape (named when it
         # lines up with a dimension) or a section holding a collective (all wait for
         # one); no rank is judged alone.

@@ -1,0 +1,90 @@
+"""Rank bodies for the culprit-and-victims tests: 8 gloo ranks, a synchronous all-reduce
+every step, rank ``CULPRIT`` doing its work more slowly; the section placed around the
+compute only, around the whole step (compute and all-reduce), or around DDP's own
+``backward`` (where DDP's gradient all-reduce waits). Results go to pickles."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from pacekeeper.detector import Detector
+
+CULPRIT = 3
+WORK_MS = {"compute": 100.0, "step": 100.0, "backward": 200.0}
+"""A healthy rank's work per step. Eight ranks share two cores here: each reduction wakes
+all eight at once, and the few ms until each is scheduled again land partly in DDP's
+backward (~5% of 200 ms, measured), so that placement gets more work to stay clear of a
+10% slowdown."""
+STEPS = 16
+PLACEMENTS = ("compute", "step", "backward")
+
+
+class _SlowBackward(torch.autograd.Function):
+    """Identity forward; its backward sleeps: the rank's backward work, made exact."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, seconds: float) -> torch.Tensor:
+        ctx.seconds = seconds
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        time.sleep(ctx.seconds)
+        return grad, None
+
+
+class _Model(torch.nn.Module):
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(64, 64)
+        self.last = torch.nn.Linear(64, 1)
+        self.seconds = seconds
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The sleep sits between the two layers: DDP's one bucket (both layers' grads) is
+        # ready only after it, as after a real backward's compute.
+        return self.last(_SlowBackward.apply(self.first(x), self.seconds))
+
+
+def sync_world(rank: int, world_size: int, out_dir: str, placement: str, loss: float) -> None:
+    """``loss``: the culprit's throughput loss (0.1: its work takes 1/0.9 as long)."""
+    work_s = WORK_MS[placement] / 1000.0 / ((1.0 - loss) if rank == CULPRIT else 1.0)
+    torch.manual_seed(0)
+    Detector.initialize(report_time_interval=3600, kernel_timing="none", node_name=f"n{rank}")
+    grad = torch.ones(4096)
+    model: Any = None
+    hooked = None
+    if placement == "backward":
+        model = torch.nn.parallel.DistributedDataParallel(_Model(work_s))
+        hooked = Detector.watch_ddp(model)
+    x = torch.randn(8, 64)
+    for _ in range(STEPS):
+        if placement == "compute":
+            with Detector.detection_section("compute", profile_cuda=False):
+                time.sleep(work_s)
+            dist.all_reduce(grad)
+        elif placement == "step":
+            with Detector.detection_section("step", profile_cuda=False):
+                time.sleep(work_s)
+                dist.all_reduce(grad)
+        else:
+            out = model(x).sum()
+            with Detector.detection_section("backward", profile_cuda=False):
+                out.backward()
+    Detector.generate_report()
+    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
+        pickle.dump(
+            {
+                "score_report": Detector.latest_score_report(),
+                "hooked": hooked,
+                "errors": Detector.internal_errors(),
+            },
+            f,
+        )
+    Detector.shutdown()

@@ -89,7 +89,15 @@ def publish(cfg: dict[str, Any]) -> None:
 
     jobs, ranks, rpp = cfg["jobs"], cfg["ranks"], cfg["ranks_per_pod"]
     interval, every, start = cfg["interval_s"], cfg["slow_every"], cfg["start"]
-    api = kubernetes.client.ApiClient(client_configuration(cfg["url"]))
+    if "token" in cfg:  # a real kube-apiserver
+        conf = kubernetes.client.Configuration()
+        conf.host, conf.ssl_ca_cert = cfg["url"], cfg["ca"]
+        conf.api_key = {"authorization": cfg["token"]}
+        conf.api_key_prefix = {"authorization": "Bearer"}
+    else:
+        conf = client_configuration(cfg["url"])
+    api = kubernetes.client.ApiClient(conf)
+    sent_log = open(cfg["sent_log"], "a", buffering=1) if cfg.get("sent_log") else None  # noqa: SIM115
     api.configuration.connection_pool_maxsize = 16
 
     def base(i: int, slow: bool) -> ScoreReport:
@@ -130,11 +138,17 @@ def publish(cfg: dict[str, Any]) -> None:
             rep = (slow if is_slow else healthy)[i].model_copy(
                 update={"sequence": k, "generated_at": datetime.now(UTC)}
             )
+            t_before = time.monotonic()
             try:
                 sinks[i].send(rep)
             except Exception as e:  # the harness is busy: the next report comes anyway
                 with lock:
                     print(f"publisher: {job_name(i)} seq {k}: {e!r}"[:300], file=sys.stderr)
+                continue
+            if sent_log is not None:
+                line = f"{job_name(i)} {k} {int(is_slow)} {t_before:.6f} {time.monotonic():.6f}\n"
+                with lock:
+                    sent_log.write(line)
 
     threads = [
         threading.Thread(target=worker, args=(list(range(t, jobs, 8)),), daemon=True)
@@ -279,23 +293,30 @@ class Collector:
         self.server.call(_trim, self.server, self.trimmed)
 
     def latencies(self) -> tuple[list[float], int]:
-        """Per slow report in the window, t1 - t0: the job's first Event after it and
-        before its next slow report. Returns (latencies, slow reports never acted on)."""
-        lo, hi = self.window
-        out, missed = [], 0
-        for job, t0s in self.slow_t0.items():
-            evs = sorted(self.events.get(job, []))
-            for n, t0 in enumerate(t0s):
-                if not lo <= t0 < hi:
-                    continue
-                until = t0s[n + 1] if n + 1 < len(t0s) else float("inf")
-                t1 = next((e for e in evs if t0 <= e < until), None)
-                if t1 is None:
-                    missed += 1
-                else:
-                    out.append(t1 - t0)
-                    self.by_minute.setdefault(int((t0 - lo) // 60), []).append(t1 - t0)
-        return sorted(out), missed
+        return latencies(self.slow_t0, self.events, self.window, self.by_minute)
+
+
+def latencies(
+    slow_t0: dict[str, list[float]], events: dict[str, list[float]],
+    window: tuple[float, float], by_minute: dict[int, list[float]],
+) -> tuple[list[float], int]:  # fmt: skip
+    """Per slow report in the window, t1 - t0: the job's first Event after it and before
+    its next slow report. Returns (latencies, slow reports never acted on)."""
+    lo, hi = window
+    out, missed = [], 0
+    for job, t0s in slow_t0.items():
+        evs = sorted(events.get(job, []))
+        for n, t0 in enumerate(t0s):
+            if not lo <= t0 < hi:
+                continue
+            until = t0s[n + 1] if n + 1 < len(t0s) else float("inf")
+            t1 = next((e for e in evs if t0 <= e < until), None)
+            if t1 is None:
+                missed += 1
+            else:
+                out.append(t1 - t0)
+                by_minute.setdefault(int((t0 - lo) // 60), []).append(t1 - t0)
+    return sorted(out), missed
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -418,17 +439,143 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 proc.kill()
         errors = (logs / f"{args.label}-pub.log").read_text().count("publisher:")
     lat, missed = collector.latencies()
-    by_minute = collector.by_minute
+    return figures(
+        args, lat=lat, missed=missed, by_minute=collector.by_minute, samples=samples,
+        wall=wall, cpu=cpu, reconciles=reconciles, rec_s=rec_s, calls=collector.calls,
+        reports=collector.reports, cores={"harness cores": hcpu / wall},
+        extra={"publisher_cpu_cores": pcpu / wall, "controller_module": where,
+               "command": " ".join(cmd), "setup_s": round(setup_s, 1),
+               "warmup_s": round(warm_s, 1), "reconciled_before_window": done,
+               "publisher_errors": errors},
+    )  # fmt: skip
+
+
+def run_real(args: argparse.Namespace) -> dict[str, Any]:
+    """The same load against a real kube-apiserver (bench/_real_world.py says how)."""
+    import _real_world as rw
+
+    jobs, ranks, rpp = args.jobs, args.ranks, args.ranks_per_pod
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        logs = args.save_logs or tmp
+        logs.mkdir(parents=True, exist_ok=True)
+        cluster = rw.start(tmp)
+        publisher: subprocess.Popen[bytes] | None = None
+        operator = watch = None
+        try:
+            setup_s = rw.build(
+                cluster, NAMESPACE, jobs=jobs, pods_per_job=ranks // rpp,
+                job_name=job_name, node_name=node_name,
+            )  # fmt: skip
+            calls = rw.AuditCalls(cluster)
+            watch = rw.EventWatch(cluster, NAMESPACE).start()
+            operator = rw.start_operator(cluster, POLICY, logs / "operator", args.workers)
+            proc, port = operator.process, operator.metrics_port
+            sent = rw.SendLog(logs / f"{args.label}-sent.log")
+            cfg = {
+                **rw.publisher_config(cluster), "sent_log": str(sent.path), "jobs": jobs,
+                "ranks": ranks, "ranks_per_pod": rpp, "interval_s": args.interval_s,
+                "slow_every": args.slow_every, "aligned": args.aligned,
+                "start": time.monotonic() + 5.0,
+            }  # fmt: skip
+            publisher = subprocess.Popen(
+                [sys.executable, __file__, "--publish", json.dumps(cfg)],
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                stderr=(logs / f"{args.label}-pub.log").open("wb"),
+            )  # fmt: skip
+
+            def drain() -> None:
+                calls.drain()
+                sent.drain()
+                proc.check_running()
+
+            t = time.monotonic()
+            deadline = t + args.warmup_timeout_s
+            while time.monotonic() < deadline and len(calls.reconciled) < jobs:
+                time.sleep(2.0)
+                drain()
+            warm_s, done = time.monotonic() - t, len(calls.reconciled)
+            servers = rw.server_pids(cluster)
+            lo = time.monotonic()
+            hi = lo + args.duration_s
+            calls.counting = True
+            cpu0, m0 = _proc_cpu_s(proc.pid), _metric(port, "pacekeeper_reconcile_seconds_count")
+            s0 = _metric(port, "pacekeeper_reconcile_seconds_sum")
+            watched = {**servers, "publisher": publisher.pid}
+            others0 = {n: _proc_cpu_s(p) for n, p in watched.items()}
+            samples: list[dict[str, float]] = []
+            next_sample = lo
+            while time.monotonic() < hi:
+                now = time.monotonic()
+                if now >= next_sample:
+                    sample = {"t_s": round(now - lo, 1), "rss_mb": _proc_rss_mb(proc.pid),
+                              "cpu_s": _proc_cpu_s(proc.pid)}  # fmt: skip
+                    sample.update({f"{n}_rss_mb": _proc_rss_mb(p) for n, p in servers.items()})
+                    samples.append(sample)
+                    next_sample += SAMPLE_S
+                time.sleep(min(2.0, max(0.0, next_sample - time.monotonic())))
+                drain()
+            wall = time.monotonic() - lo
+            calls.drain()
+            calls.counting = False
+            cpu = _proc_cpu_s(proc.pid) - cpu0
+            reconciles = _metric(port, "pacekeeper_reconcile_seconds_count") - m0
+            rec_s = _metric(port, "pacekeeper_reconcile_seconds_sum") - s0
+            others = {n: (_proc_cpu_s(p) - others0[n]) / wall for n, p in watched.items()}
+            samples.append({"t_s": round(wall, 1), "rss_mb": _proc_rss_mb(proc.pid),
+                            "cpu_s": _proc_cpu_s(proc.pid)})  # fmt: skip
+            time.sleep(min(10.0, args.interval_s))  # let the last slow reports be acted on
+            drain()
+            container = operator.release.container
+            command = " ".join([*container["command"], *(container.get("args") or [])])
+        except BaseException:
+            if operator is not None:
+                print(operator.tail(3000), file=sys.stderr)
+            raise
+        finally:
+            if publisher is not None:
+                publisher.kill()
+            if watch is not None:
+                watch.stop()
+            if operator is not None:
+                operator.close()
+            cluster.close()
+        errors = (logs / f"{args.label}-pub.log").read_text().count("publisher:")
+    by_minute: dict[int, list[float]] = {}
+    lat, missed = latencies(sent.slow_t0, watch.snapshot(), (lo, hi), by_minute)
+    return figures(
+        args, lat=lat, missed=missed, by_minute=by_minute, samples=samples, wall=wall,
+        cpu=cpu, reconciles=reconciles, rec_s=rec_s, calls=calls.calls,
+        reports=sum(1 for t in sent.sent if lo <= t < hi),
+        cores={"apiserver+etcd cores": others.get("kube-apiserver", 0) + others.get("etcd", 0)},
+        extra={"server_cores": others, "command": command, "setup_s": round(setup_s, 1),
+               "warmup_s": round(warm_s, 1), "reconciled_before_window": done,
+               "publisher_errors": errors, "forbidden": calls.denied,
+               "event_watch_restarts": watch.restarts},
+    )  # fmt: skip
+
+
+def figures(
+    args: argparse.Namespace, *, lat: list[float], missed: int,
+    by_minute: dict[int, list[float]], samples: list[dict[str, float]], wall: float,
+    cpu: float, reconciles: float, rec_s: float, calls: Counter[str], reports: int,
+    cores: dict[str, float], extra: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """The table's row and the JSON's detail, the same for both servers."""
+    jobs, ranks = args.jobs, args.ranks
+    pods_per_job = ranks // args.ranks_per_pod
     q = statistics.quantiles(lat, n=100, method="inclusive") if len(lat) > 1 else lat * 99
     rss = [s["rss_mb"] for s in samples]
     half = len(rss) // 2
     per = max(reconciles, 1.0)
-    calls = {k: round(v / per, 2) for k, v in collector.calls.most_common() if v / per >= 0.01}
+    per_call = {k: round(v / per, 2) for k, v in calls.most_common() if v / per >= 0.01}
     row = {
         "label": args.label,
+        "server": args.server,
         "jobs": jobs,
         "ranks": ranks,
         "nodes": jobs * pods_per_job,
+        "every s": args.interval_s,
         "window s": round(wall),
         "slow": len(lat) + missed,
         "acted": len(lat),
@@ -441,23 +588,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rss MB first": rss[0],
         "last": rss[-1],
         "max": max(rss),
-        "harness cores": hcpu / wall,
+        **cores,
     }
     detail = {
         "label": args.label,
+        "server": args.server,
         "workers": args.workers,
-        "reports": collector.reports,
+        "reports": reports,
         "reconcile_ms_mean": 1000 * rec_s / per,
         "rss_2nd_half_growth_mb": rss[-1] - rss[half],
-        "publisher_cpu_cores": pcpu / wall,
-        "controller_module": where,
-        "command": " ".join(cmd),
-        "setup_s": round(setup_s, 1),
-        "warmup_s": round(warm_s, 1),
-        "reconciled_before_window": done,
-        "publisher_errors": errors,
-        "api_calls_per_reconcile": calls,
+        **extra,
+        "api_calls_per_reconcile": per_call,
         "max_ms_by_minute": {m: round(1000 * max(v)) for m, v in sorted(by_minute.items())},
+        "p99_ms_by_minute": {
+            m: round(
+                1000
+                * (statistics.quantiles(v, n=100, method="inclusive")[98] if len(v) > 1 else v[0])
+            )
+            for m, v in sorted(by_minute.items())
+        },
         "rss_samples": samples,
     }
     return {"row": row, "detail": detail}
@@ -466,6 +615,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--publish", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--server",
+        choices=("harness", "real"),
+        default="harness",
+        help="the API harness, or a real kube-apiserver (tests/realserver's build)",
+    )
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--ranks", type=int, default=256)
     ap.add_argument("--ranks-per-pod", type=int, default=8)
@@ -484,7 +639,7 @@ def main() -> None:
     if args.publish:
         publish(json.loads(args.publish))
         return
-    out = run(args)
+    out = run_real(args) if args.server == "real" else run(args)
     path = ROOT / "bench" / "results" / f"{args.name}.json"
     rows, details = [out["row"]], [out["detail"]]
     prev = json.loads(path.read_text()) if path.exists() else {}

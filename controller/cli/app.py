@@ -49,11 +49,23 @@ def simulate(  # noqa: PLR0917 - one parameter per option
     plot: Annotated[Path | None, typer.Option(help="Write a PNG heatmap here.")] = None,
     trace: Annotated[Path | None, typer.Option(help="Write ScoreReports as JSONL.")] = None,
     policy: Annotated[Path | None, typer.Option(help="Policy YAML.")] = None,
+    fault: Annotated[
+        str | None,
+        typer.Option(help="Instead of --scenario: gpu, node, throttling or link."),
+    ] = None,
+    slowdown: Annotated[float, typer.Option(help="With --fault: 0.1 = 10% slower.")] = 0.2,
+    count: Annotated[int, typer.Option(help="With --fault: GPUs (nodes for node/link) hit.")] = 1,
+    start: Annotated[
+        float | None, typer.Option(help="With --fault: seconds from the start (default: 1/3 in).")
+    ] = None,
 ) -> None:
     """Simulate a job with a straggler scenario through the real scoring and decision core."""
     from pacekeeper.controller.simulation.commands import simulate_command
 
-    raise typer.Exit(simulate_command(scenario, ranks, duration, seed, plot, trace, policy))
+    custom = None if fault is None else (fault, slowdown, count, start)
+    raise typer.Exit(
+        simulate_command(scenario, ranks, duration, seed, plot, trace, policy, custom=custom)
+    )
 
 
 @app.command()

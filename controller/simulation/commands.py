@@ -57,19 +57,27 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
     plot: Path | None = None,
     trace: Path | None = None,
     policy: Path | None = None,
+    *,
+    custom: tuple[str, float, int, float | None] | None = None,
 ) -> int:
+    """``custom``: (fault, slowdown, count, start_s) given instead of a named scenario."""
     from pacekeeper.controller.core.policy import load_policy_file
     from pacekeeper.controller.simulation.models import ModelParams
     from pacekeeper.controller.simulation.runner import simulate
-    from pacekeeper.controller.simulation.scenarios import get_scenario
+    from pacekeeper.controller.simulation.scenarios import Scenario, custom_scenario, get_scenario
 
     console = Console()
     try:
         doc = load_policy_file(policy) if policy is not None else None
-        get_scenario(scenario)
+        chosen: Scenario = custom_scenario(*custom) if custom else get_scenario(scenario)
+        if chosen.start_s is not None and chosen.start_s >= duration_s:
+            raise ValueError(
+                f"--start {chosen.start_s:g} is not before the end (--duration {duration_s:g})"
+            )
     except ValueError as e:
         console.print(f"[red]error:[/] {e}")
         return 2
+    scenario = chosen.name
     window_s = ModelParams().window_s
     windows = int(duration_s // window_s)
     if windows < 1:
@@ -89,21 +97,25 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
         transient=True,
     ) as bar:
         task = bar.add_task(f"{scenario}: report windows", total=windows)
-        out = simulate(
-            scenario,
-            ranks,
-            duration_s,
-            seed,
-            policy=doc,
-            trace_path=trace,
-            on_window=lambda _: bar.advance(task),
-        )
+        try:
+            out = simulate(
+                chosen,
+                ranks,
+                duration_s,
+                seed,
+                policy=doc,
+                trace_path=trace,
+                on_window=lambda _: bar.advance(task),
+            )
+        except ValueError as e:  # a magnitude the job cannot hold (--count over --ranks)
+            console.print(f"[red]error:[/] {e}")
+            return 2
     truth = out.truth
     faulty = sorted(truth.faulty_ranks)
     start = "-" if truth.start_s is None else f"{truth.start_s:.0f}s"
     console.print(
-        f"scenario [bold]{scenario}[/]: {ranks} ranks, {duration_s:.0f}s, seed {seed}; "
-        f"faulty ranks {faulty if faulty else 'none'} from {start}"
+        f"scenario [bold]{scenario}[/] ({chosen.description}): {ranks} ranks, "
+        f"{duration_s:.0f}s, seed {seed}; faulty ranks {faulty if faulty else 'none'} from {start}"
     )
     rows = [("", name, q) for name, q in out.quality.items()]
     console.print(quality_table("detection quality on this trace", rows))

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from pacekeeper.controller.simulation.nvrx_rule import (
 )
 from pacekeeper.controller.simulation.quality import Flag, Quality, SubjectKind, Truth, score_run
 from pacekeeper.detector.score_report import RankScores, ScoreReport
+
+if TYPE_CHECKING:
+    from pacekeeper.controller.simulation.scenarios import Scenario
 
 REPORT_HISTORY = 32
 """Reports kept in the job's window (the engine needs its persistence and imbalance
@@ -259,7 +262,7 @@ class Outcome:
 
 
 def simulate(
-    scenario: str,
+    scenario: str | Scenario,
     ranks: int,
     duration_s: float,
     seed: int,
@@ -273,7 +276,7 @@ def simulate(
     from pacekeeper.controller.simulation.presets import simulation_policy
     from pacekeeper.controller.simulation.scenarios import get_scenario
 
-    sc = get_scenario(scenario)
+    sc = get_scenario(scenario) if isinstance(scenario, str) else scenario
     p = params or ModelParams()
     windows = int(duration_s // p.window_s)
     if windows < 1:
@@ -298,4 +301,4 @@ def simulate(
     quality = {"pacekeeper": score_run(rec.ours, truth, undos=rec.undos)}
     for name, flags in rec.nvrx.items():
         quality[name] = score_run(flags, truth, per_report_actions=True)
-    return Outcome(scenario, rec, truth, quality)
+    return Outcome(sc.name, rec, truth, quality)

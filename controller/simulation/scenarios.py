@@ -44,6 +44,10 @@ class Scenario:
     slowdown: float = 0.0
     whole_node: bool = False
     imbalance: ImbalanceKind = ImbalanceKind.NONE
+    count: int = 1
+    """How many ranks (or, with ``whole_node``, nodes) the fault hits."""
+    start_s: float | None = None
+    """When it starts (None: on the report window a third into the run)."""
 
     def build(
         self,
@@ -58,14 +62,24 @@ class Scenario:
         rng = np.random.default_rng([seed, 7])
         faults: tuple[Fault, ...] = ()
         if self.kind is not None:
-            # Faults start on a report-window boundary a third into the run, so "within
-            # N windows" counts whole windows.
-            start = max(1, round(duration_s / 3 / params.window_s)) * params.window_s
-            rank = int(rng.integers(ranks))
+            # Faults start on a report-window boundary (a third into the run unless
+            # given), so "within N windows" counts whole windows.
+            at = duration_s / 3 if self.start_s is None else self.start_s
+            start = max(1, round(at / params.window_s)) * params.window_s
+            by_node = self.whole_node or self.kind is FaultKind.SLOW_LINK
+            pool = layout.nodes() if by_node else ranks
+            if not 1 <= self.count <= pool:
+                unit = "nodes" if by_node else "ranks"
+                raise ValueError(f"--count {self.count}: the job has {pool} {unit}")
+            if self.count == 1:  # the named scenarios' draw, kept: their traces stay put
+                rank = int(rng.integers(ranks))
+                picked = [layout.node_of(rank) if by_node else rank]
+            else:
+                picked = sorted(int(x) for x in rng.choice(pool, self.count, replace=False))
             chosen = (
-                layout.ranks_of_node(layout.node_of(rank))
-                if self.whole_node or self.kind is FaultKind.SLOW_LINK
-                else (rank,)
+                tuple(r for n in picked for r in layout.ranks_of_node(n))
+                if by_node
+                else tuple(picked)
             )
             faults = (Fault(self.kind, chosen, start, self.slowdown),)
         sim = JobSimulator(
@@ -127,3 +141,28 @@ def get_scenario(name: str) -> Scenario:
     except KeyError:
         known = ", ".join(SCENARIOS)
         raise ValueError(f"unknown scenario {name!r}; known: {known}") from None
+
+
+FAULT_KINDS = {"gpu": FaultKind.SLOW_GPU, "node": FaultKind.SLOW_NODE,
+               "throttling": FaultKind.THROTTLING, "link": FaultKind.SLOW_LINK}  # fmt: skip
+
+
+def custom_scenario(fault: str, slowdown: float, count: int, start_s: float | None) -> Scenario:
+    """A scenario from magnitudes: ``count`` GPUs (or nodes, for ``node`` and ``link``)
+    ``slowdown`` slower (0.1: 10% more time) from ``start_s``. ValueError names the option."""
+    kind = FAULT_KINDS.get(fault)
+    if kind is None:
+        raise ValueError(f"--fault {fault!r}: one of {', '.join(FAULT_KINDS)}")
+    if not 0 < slowdown <= 10:
+        raise ValueError(f"--slowdown {slowdown:g}: a fraction above 0 (0.1 = 10% slower)")
+    if count < 1:
+        raise ValueError(f"--count {count}: at least 1")
+    if start_s is not None and start_s < 0:
+        raise ValueError(f"--start {start_s:g}: seconds from the job's start, at least 0")
+    by_node = kind in (FaultKind.SLOW_NODE, FaultKind.SLOW_LINK)
+    what = f"{count} {'node' if by_node else 'GPU'}{'s' if count > 1 else ''}"
+    when = "a third into the run" if start_s is None else f"from {start_s:g} s"
+    return Scenario(
+        f"custom-{fault}", f"{what} {slowdown:.0%} slower ({kind.value}) {when}", kind,
+        slowdown, whole_node=by_node, count=count, start_s=start_s,
+    )  # fmt: skip

@@ -23,6 +23,7 @@ from . import gather
 from .payload import MAX_NAMES, RankPayload, score_payloads
 from .reports import Report, to_score_report
 from .score_report import KernelTiming, ScoreReport
+from .work_mix import with_mix_groups
 
 if TYPE_CHECKING:
     from .guard import Guard
@@ -167,7 +168,7 @@ def _score_report(
         sequence=sequence,
         generated_at=datetime.now(UTC),
         window_s=window_s,
-        rank_info={p.info.rank: p.info for p in payloads},
+        rank_info=with_mix_groups({p.info.rank: p.info for p in payloads}, payloads),
         world_size=run.info.world_size,
         kernel_timing=_kernel_timing(run),
     )

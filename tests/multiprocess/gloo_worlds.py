@@ -88,3 +88,18 @@ def split_world(rank: int, world_size: int, out_dir: str) -> None:
         rank,
         {"own": own, "sub_reports": sub_reports, "sub_last": last},
     )
+
+
+def stage_world(rank: int, world_size: int, out_dir: str) -> None:
+    """Two 'pipeline stages': ranks 2 and 3 also time the loss, as a last stage does; no
+    layout is given, so the report groups ranks by the work they timed."""
+    Detector.initialize(report_time_interval=3600, kernel_timing="none", node_name=f"n{rank}")
+    for _ in range(6):
+        with Detector.detection_section("forward", profile_cuda=False):
+            time.sleep(0.01)
+        if rank >= 2:
+            with Detector.detection_section("loss", profile_cuda=False):
+                time.sleep(0.005)
+    Detector.generate_report()
+    save(out_dir, rank, {"latest": Detector.latest_score_report()})
+    Detector.shutdown()

@@ -41,7 +41,7 @@ from audit import AuditEvent  # noqa: E402
 from binaries import BUILD_COMMAND, KubeBinaries  # noqa: E402
 from cluster import RealCluster, start_cluster  # noqa: E402
 from e2e_chart import chart_values, install  # noqa: E402
-from e2e_jobs import ABSENT_ACCOUNT, COMPLETION_INDEX, DETECT, JOB_NAME  # noqa: E402
+from e2e_jobs import job_manifest, pod_manifest  # noqa: E402
 from e2e_operator import Operator  # noqa: E402
 from identities import OPERATOR  # noqa: E402
 
@@ -116,47 +116,14 @@ def build(
             node = {"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}}}
             api.call("POST", "/api/v1/nodes", node)
         job = api.call(
-            "POST",
-            f"/apis/batch/v1/namespaces/{namespace}/jobs",
-            {
-                "metadata": {"name": name},
-                "spec": {
-                    "parallelism": pods_per_job, "completions": pods_per_job, "backoffLimit": 0,
-                    "template": {
-                        "metadata": {"labels": {JOB_NAME: name}, "annotations": dict(DETECT)},
-                        "spec": {
-                            "serviceAccountName": ABSENT_ACCOUNT,
-                            "automountServiceAccountToken": False, "restartPolicy": "Never",
-                            "containers": [{"name": "trainer", "image": "trainer:1"}],
-                        },
-                    },
-                },
-            },
-        )  # fmt: skip
+            "POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", job_manifest(name, pods_per_job)
+        )
         if job is None:
             job = api.call("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", None)
-        labels = {**job["spec"]["template"]["metadata"]["labels"], JOB_NAME: name}
-        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name,
-                 "uid": job["metadata"]["uid"], "controller": True,
-                 "blockOwnerDeletion": True}  # fmt: skip
         for k in range(pods_per_job):
             pod = f"{name}-{k}"
-            api.call(
-                "POST",
-                f"/api/v1/namespaces/{namespace}/pods",
-                {
-                    "metadata": {
-                        "name": pod, "labels": {**labels, COMPLETION_INDEX: str(k)},
-                        "annotations": {**DETECT, COMPLETION_INDEX: str(k)},
-                        "ownerReferences": [owner],
-                    },
-                    "spec": {
-                        "nodeName": node_name(i, k), "serviceAccountName": TRAINER,
-                        "automountServiceAccountToken": False, "restartPolicy": "Never",
-                        "containers": [{"name": "trainer", "image": "trainer:1"}],
-                    },
-                },
-            )  # fmt: skip
+            body = pod_manifest(job, pod, k, node_name(i, k), TRAINER)
+            api.call("POST", f"/api/v1/namespaces/{namespace}/pods", body)
             api.call(
                 "PATCH",
                 f"/api/v1/namespaces/{namespace}/pods/{pod}/status",

@@ -411,8 +411,9 @@ class Reconciler:
         meta = obj.get("metadata") or {}
         if previous is None:
             previous = (obj.get("status") or {}).get("controller") or {}
-        block = controller_status(records, sequence, self._clock())
-        if not display_outdated(block, previous, self._clock()):
+        now = self._clock()
+        block = controller_status(records, sequence, now)
+        if not display_outdated(block, previous, now):
             return previous
         try:
             self.store.mirror_status(str(meta.get("namespace")), str(meta.get("name")), block,

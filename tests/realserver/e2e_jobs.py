@@ -107,6 +107,60 @@ def ensure_service_account(cluster: RealCluster, namespace: str, name: str) -> N
     )  # fmt: skip
 
 
+def job_manifest(name: str, pods: int) -> dict[str, Any]:
+    """An indexed-style Job of ``pods`` pods whose template names a ServiceAccount that
+    never exists (``ABSENT_ACCOUNT``), so no Job controller adds pods of its own."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {JOB_NAME: name}, "annotations": dict(DETECT)},
+                "spec": {
+                    "serviceAccountName": ABSENT_ACCOUNT,
+                    "automountServiceAccountToken": False,
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "trainer", "image": "trainer:1"}],
+                },
+            },
+        },
+    }
+
+
+def pod_manifest(
+    job: Mapping[str, Any], pod_name: str, index: int, node: str, account: str
+) -> dict[str, Any]:
+    """Pod ``index`` of the stored ``job``, as its Job controller would make it: owned by
+    the Job (controlling ownerReference with its uid), the Job's generated selector
+    labels and the indexed-Job labels, bound to ``node``."""
+    name = job["metadata"]["name"]
+    labels = {**job["spec"]["template"]["metadata"]["labels"], JOB_NAME: name}
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name,
+             "uid": job["metadata"]["uid"], "controller": True,
+             "blockOwnerDeletion": True}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name,
+            "labels": {**labels, COMPLETION_INDEX: str(index)},
+            "annotations": {**DETECT, COMPLETION_INDEX: str(index)},
+            "ownerReferences": [owner],
+        },
+        "spec": {
+            "nodeName": node,
+            "serviceAccountName": account,
+            "automountServiceAccountToken": False,
+            "restartPolicy": "Never",
+            "containers": [{"name": "trainer", "image": "trainer:1"}],
+        },
+    }
+
+
 def create_job(
     cluster: RealCluster,
     namespace: str,
@@ -120,57 +174,17 @@ def create_job(
     import kubernetes
 
     ensure_service_account(cluster, namespace, account)
-    template_labels = {JOB_NAME: name}
-    (job,) = cluster.apply(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "parallelism": len(nodes),
-                "completions": len(nodes),
-                "backoffLimit": 0,
-                "template": {
-                    "metadata": {"labels": template_labels, "annotations": dict(DETECT)},
-                    "spec": {
-                        "serviceAccountName": ABSENT_ACCOUNT,
-                        "automountServiceAccountToken": False,
-                        "restartPolicy": "Never",
-                        "containers": [{"name": "trainer", "image": "trainer:1"}],
-                    },
-                },
-            },
-        }
-    )
-    uid = job["metadata"]["uid"]
-    # The selector and template labels the API server generated (controller-uid, job-name).
-    labels = {**job["spec"]["template"]["metadata"]["labels"], **template_labels}
-    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
-             "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    manifest = job_manifest(name, len(nodes))
+    manifest["metadata"]["namespace"] = namespace
+    (job,) = cluster.apply(manifest)
     core: Any = kubernetes.client.CoreV1Api(cluster.admin)
     pods = []
     started = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     for index, node in enumerate(nodes):
         pod_name = f"{name}-{index}-{secrets.token_hex(3)[:5]}"
-        body = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": pod_name,
-                "namespace": namespace,
-                "labels": {**labels, COMPLETION_INDEX: str(index)},
-                "annotations": {**DETECT, COMPLETION_INDEX: str(index)},
-                "ownerReferences": [owner],
-            },
-            "spec": {
-                "nodeName": node,
-                "serviceAccountName": account,
-                "automountServiceAccountToken": False,
-                "restartPolicy": "Never",
-                "containers": [{"name": "trainer", "image": "trainer:1"}],
-            },
-        }
-        created = core.create_namespaced_pod(namespace, body)
+        created = core.create_namespaced_pod(
+            namespace, pod_manifest(job, pod_name, index, node, account)
+        )
         ready = [
             {"type": kind, "status": "True", "lastTransitionTime": started}
             for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
@@ -182,8 +196,9 @@ def create_job(
         )  # fmt: skip
         pods.append(JobPod(pod_name, node, created.metadata.uid))
     return TrainingJob(
-        namespace, name, uid, tuple(pods), ranks_per_pod, ServiceAccountIdentity(namespace, account)
-    )
+        namespace, name, uid=job["metadata"]["uid"], pods=tuple(pods),
+        ranks_per_pod=ranks_per_pod, account=ServiceAccountIdentity(namespace, account),
+    )  # fmt: skip
 
 
 # --- the training side ------------------------------------------------------------------

@@ -6,6 +6,12 @@ NVRx defaults, 0.75 on GPU scores only, and 0.7 on GPU scores as NeMo recipes us
 scored on the same traces. Prints a table and writes bench/results/detection_quality.json.
 
     .venv/bin/python bench/detection_quality.py [--ranks 1024 16384] [--seeds 2] [--jobs 1]
+        [--ddp-overlap] [--no-collective-timing]
+
+The simulated job times its collectives as the detector does by default (sections
+scored on work, ``waitShare`` per rank); ``--no-collective-timing`` plays a job that
+never turned that on, ``--ddp-overlap`` one whose gradient all-reduce runs inside
+backward (docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from rich.console import Console
 
 from pacekeeper.controller.core.policy import Mode
 from pacekeeper.controller.simulation.commands import quality_table
+from pacekeeper.controller.simulation.detection import Instrumentation
 from pacekeeper.controller.simulation.models import JobSimulator, ModelParams
 from pacekeeper.controller.simulation.presets import simulation_policy
 from pacekeeper.controller.simulation.quality import Quality, combine
@@ -37,6 +44,8 @@ kernels at 16,384 ranks take ~5 s per simulated report window."""
 Task = tuple[int, str, int, float, float, int | None]
 """ranks, scenario, seed, duration, step time, fixed kernel sampling (None: the rule)."""
 MODE = Mode.DRY_RUN
+DDP_OVERLAP = False
+COLLECTIVE_TIMING = True
 
 
 def params_for(ranks: int, step_s: float, sample_every: int | None = None) -> ModelParams:
@@ -47,6 +56,7 @@ def params_for(ranks: int, step_s: float, sample_every: int | None = None) -> Mo
         step_s=step_s,
         compute_s=base.compute_s * step_s / base.step_s,
         kernel_sample_every=sample_every,
+        ddp_overlap=DDP_OVERLAP,
     )
 
 
@@ -55,8 +65,17 @@ def run_one(task: Task) -> tuple[Task, dict[str, Quality], float]:
     params = params_for(ranks, step_s, sample_every)
     t0 = time.perf_counter()
     policy = simulation_policy(MODE)
-    out = simulate(name, ranks, duration, seed, policy=policy, params=params)
+    out = simulate(
+        name, ranks, duration, seed, policy=policy, params=params,
+        instrumentation=Instrumentation(collective_timing=COLLECTIVE_TIMING),
+    )  # fmt: skip
     return task, out.quality, time.perf_counter() - t0
+
+
+def _configure(mode: str, ddp_overlap: bool, collective_timing: bool) -> None:
+    """Module settings for this process and, through ``initializer``, the pool's."""
+    global MODE, DDP_OVERLAP, COLLECTIVE_TIMING
+    MODE, DDP_OVERLAP, COLLECTIVE_TIMING = Mode(mode), ddp_overlap, collective_timing
 
 
 def main() -> None:
@@ -81,9 +100,19 @@ def main() -> None:
         default=None,
         help="trace kernels in one step in N instead (a fixed N, for comparison)",
     )
+    ap.add_argument(
+        "--ddp-overlap",
+        action="store_true",
+        help="the gradient all-reduce runs inside backward (its wait in forward_backward)",
+    )
+    ap.add_argument(
+        "--no-collective-timing",
+        action="store_true",
+        help="the job never turned the detector's collective timing on (raw section medians)",
+    )
     args = ap.parse_args()
-    global MODE
-    MODE = Mode(args.mode)
+    settings = (args.mode, args.ddp_overlap, not args.no_collective_timing)
+    _configure(*settings)
     console = Console(width=132)
 
     def sample_every_at(ranks: int) -> int:
@@ -102,14 +131,16 @@ def main() -> None:
     done: dict[Task, tuple[dict[str, Quality], float]] = {}
     t_all = time.perf_counter()
     if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            for task, q, wall in pool.map(run_one, tasks):
-                done[task] = (q, wall)
+        with ProcessPoolExecutor(
+            max_workers=args.jobs, initializer=_configure, initargs=settings
+        ) as pool:
+            for task, got, wall in pool.map(run_one, tasks):
+                done[task] = (got, wall)
                 console.log(f"{task[0]} ranks {task[1]} seed {task[2]}: {wall:.0f}s")
     else:
         for t in tasks:
-            task, q, wall = run_one(t)
-            done[task] = (q, wall)
+            task, got, wall = run_one(t)
+            done[task] = (got, wall)
             console.log(f"{task[0]} ranks {task[1]} seed {task[2]}: {wall:.0f}s")
     results: list[dict[str, object]] = []
     pooled: list[dict[str, object]] = []
@@ -176,6 +207,8 @@ def main() -> None:
             mode="json", by_alias=True, exclude_defaults=True
         ),
         "mode": args.mode,
+        "ddpOverlap": args.ddp_overlap,
+        "collectiveTiming": not args.no_collective_timing,
         "pooledFalseActions": pooled,
         "results": results,
     }

@@ -92,6 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         "--skip-decode", action="store_true", help="skip the CPU record-processing figures"
     )
     ap.add_argument(
+        "--interleaved-pairs",
+        type=int,
+        default=0,
+        help="overhead at the defaults by per-step interleaving on these workloads' steps "
+        "(pairs per arm; 0: off)",
+    )
+    ap.add_argument("--interleaved-workloads", default="launch_bound")
+    ap.add_argument(
         "--decode-only",
         action="store_true",
         help="only the CPU cost of our record processing (no GPU needed)",

@@ -219,7 +219,7 @@ void pk_fold(const int64_t *rows, const double *dur, const uint8_t *use, int64_t
 enum { I_STARTS, I_STOPS, I_N, I_DENSE, I_SECTION, I_HINT, LIST_FIELDS };
 
 /* Indexes into the int64 ``counts`` array of pk_attribute_fold. */
-enum { A_HELD, A_RECORDS, A_COMM, A_UNATTRIBUTED, A_REFUSED, A_DEFERRED, A_COUNT };
+enum { A_HELD, A_RECORDS, A_COMM, A_UNATTRIBUTED, A_REFUSED, A_DEFERRED, A_COMM_NS, A_COUNT };
 
 int pk_list_fields(void) { return LIST_FIELDS; }
 int pk_attribute_counts(void) { return A_COUNT; }
@@ -251,11 +251,12 @@ static inline int inside(int64_t *L, int64_t c)
  * Kernel i waits for a marker (its index goes to ``held``) where corr[i] > pend_after
  * (an entry still open) or corr[i] < pend_before (an exit seen before its entry). Of
  * the others, one inside no list's entries is unattributed; one of a communication
- * key (comm[kid]) is counted and left out; the rest are folded into the global table
- * at row g_dense[kid] and, per section whose entries hold them, into the section
- * table at row dense[kid] of that section's first list that holds them (the lists of
- * a section are adjacent and share one dense map, which holds every key id; with no
- * section table, s_addr NULL, lists only decide what is inside a section). A row
+ * key (comm[kid]) is counted, its time summed (on a GPU, the wait for peers) and left
+ * out; the rest are folded into the global table at row g_dense[kid] and, per section
+ * whose entries hold them, into the section table at row dense[kid] of that section's
+ * first list that holds them (the lists of a section are adjacent and share one dense
+ * map, which holds every key id; with no section table, s_addr NULL, lists only decide
+ * what is inside a section). A row
  * of -1 is refused (counted); a key with no row yet (-2) is not folded: the kernel
  * goes to ``deferred`` as (list index, kernel index), list -1 for the global table,
  * for Python to give the key a row and fold it after. Every kernel of a key without
@@ -272,6 +273,7 @@ void pk_attribute_fold(const uint32_t *corr, const int64_t *dur_ns, const int64_
     const int fold_sections = s_addr != NULL;
     const int64_t mask = ring_mask_of(ring);
     int64_t nheld = 0, records = 0, ncomm = 0, outside = 0, refused = 0, ndef = 0;
+    int64_t comm_ns = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t c = corr[i];
         if (c > pend_after || c < pend_before) {
@@ -303,6 +305,7 @@ void pk_attribute_fold(const uint32_t *corr, const int64_t *dur_ns, const int64_
             outside++;
         } else if (is_comm) {
             ncomm++;
+            comm_ns += dur_ns[i];
         } else {
             records++;
             int64_t r = g_dense[k];
@@ -321,4 +324,5 @@ void pk_attribute_fold(const uint32_t *corr, const int64_t *dur_ns, const int64_
     counts[A_UNATTRIBUTED] = outside;
     counts[A_REFUSED] = refused;
     counts[A_DEFERRED] = ndef;
+    counts[A_COMM_NS] = comm_ns;
 }

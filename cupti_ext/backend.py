@@ -50,6 +50,9 @@ class KernelWindow:
     """Kernel records timed and attributed to a section in this window."""
     comm_records: int = 0
     """Communication kernels seen and left out of ``kernels`` and ``sections``."""
+    comm_ns: float = 0.0
+    """Their summed duration: on a GPU the time a rank waits for its peers (NCCL kernels
+    spin until every rank has joined), which the detector turns into ``waitShare``."""
     unattributed_records: int = 0
     """Kernel records traced but launched outside every sampled section entry."""
     held_records: int = 0

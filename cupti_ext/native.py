@@ -49,9 +49,9 @@ LIST_FIELDS = 6
 """int64 fields per interval list of ``pk_attribute_fold``: starts' address, stops'
 address, length, the section's dense map's address, section id, and a search hint the
 C code keeps (0 to start)."""
-ATTRIBUTE_COUNTS = 6
+ATTRIBUTE_COUNTS = 7
 """Counts ``pk_attribute_fold`` returns: held, records, communication, unattributed,
-refused, deferred."""
+refused, deferred, and the communication kernels' nanoseconds."""
 
 
 class NativeLib:

@@ -59,7 +59,7 @@ class KernelWindowBuilder:
         self.fences_seen = 0
         """Fence markers (serial 0) processed since creation."""
         self.received = 0
-        self._records = self._comm = self._unattributed = 0
+        self._records = self._comm = self._unattributed = self._comm_ns = 0
         self._dropped = self._incomplete = 0
         self._lost_before = 0
 
@@ -138,6 +138,7 @@ class KernelWindowBuilder:
         dur = resolved.duration_ns.astype(np.float64)
         comm = self.keys.is_comm(kid)
         self._comm += int(np.count_nonzero(inside & comm))
+        self._comm_ns += int(resolved.duration_ns[inside & comm].sum())
         self._unattributed += int(np.count_nonzero(~inside))
         use = inside & ~comm
         self._records += int(np.count_nonzero(use))
@@ -201,9 +202,10 @@ class KernelWindowBuilder:
             native.ptr(deferred),
             native.ptr(counts),
         )
-        n_held, records, comm, outside, refused, n_deferred = counts.tolist()
+        n_held, records, comm, outside, refused, n_deferred, comm_ns = counts.tolist()
         self._records += records
         self._comm += comm
+        self._comm_ns += comm_ns
         self._unattributed += outside
         if per_section is not None:
             per_section.refused += refused
@@ -250,6 +252,7 @@ class KernelWindowBuilder:
             + (0 if per_section is None else per_section.refused),
             records=self._records,
             comm_records=self._comm,
+            comm_ns=float(self._comm_ns),
             unattributed_records=self._unattributed,
             held_records=self.pending_records,
             lost_markers=max(0, lost - self._lost_before),  # the memset ring may go
@@ -259,7 +262,7 @@ class KernelWindowBuilder:
         if per_section is not None:
             per_section.reset()
         self.book.retire()
-        self._records = self._comm = self._unattributed = 0
+        self._records = self._comm = self._unattributed = self._comm_ns = 0
         self._dropped = self._incomplete = self.received = 0
         return window
 

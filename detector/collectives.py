@@ -13,10 +13,13 @@ Where the waits come from:
 * ``install()`` wraps the blocking ``torch.distributed`` calls the job makes (all-reduce,
   all-gather, reduce-scatter, broadcast, barrier, all-to-all, send/recv, ...): their
   wall time on the calling thread is the wait (plus the transfer itself, the same on
-  every rank). A call with ``async_op=True`` counts only its launch; the wait is where
-  the job calls ``wait()``, which torch's C++ owns. With NCCL the call returns once the
-  kernel is queued: the GPU side is measured by the NCCL kernels instead (the GPU score
-  already leaves them out), so these CPU timings matter for gloo and for blocking calls.
+  every rank). A call with ``async_op=True`` returns at once; its wait is timed where
+  the job calls the returned ``Work``'s ``wait()`` (``install`` times that method for
+  every ``Work``, so FSDP's and the job's own async collectives count too). With NCCL
+  the call and ``wait()`` return once the kernel is queued: the GPU side is the NCCL
+  kernels' time (``KernelWindow.comm_ns``, which the GPU score leaves out), and the
+  rank's ``waitShare`` is the larger of the two (``local_payload``). A ``Future``'s
+  ``wait()`` (``work.get_future().wait()``) is not timed.
 * ``watch_ddp(model)`` registers a DDP communication hook (plain all-reduce and mean,
   what DDP does by default) that marks when the rank's last bucket of gradients is
   ready: its own compute is done, and from then to the exit of the section around the
@@ -75,6 +78,7 @@ BLOCKING = (
 """``torch.distributed`` functions timed by ``install`` (those the running torch has)."""
 
 _WRAPPED = "__pacekeeper_wait_timed__"
+_WORK_WAIT = "wait"
 _add_lock = threading.Lock()
 
 
@@ -94,7 +98,7 @@ def _timed(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def timed(*args: Any, **kwargs: Any) -> Any:
         depth = getattr(_depth, "n", 0)
-        if depth or kwargs.get("async_op"):
+        if depth or kwargs.get("async_op"):  # an async call's wait is its Work's wait()
             return fn(*args, **kwargs)
         _depth.n = 1
         t0 = perf_counter_ns()
@@ -134,6 +138,14 @@ def install() -> list[str]:
                 continue
             _installed[name] = fn
             setattr(dist, name, _timed(fn))
+        work = getattr(dist, "Work", None)
+        wait = getattr(work, _WORK_WAIT, None)
+        if wait is not None and not hasattr(wait, _WRAPPED):
+            try:  # a pybind class: its methods can be replaced from Python
+                setattr(work, _WORK_WAIT, _timed(wait))
+                _installed["Work.wait"] = wait
+            except (AttributeError, TypeError) as exc:
+                logger.warning("async collectives' waits are not timed", extra={"error": repr(exc)})
         return sorted(_installed)
 
 
@@ -147,8 +159,9 @@ def uninstall() -> None:
 
     with _lock:
         for name, fn in _installed.items():
-            if hasattr(getattr(dist, name, None), _WRAPPED):
-                setattr(dist, name, fn)
+            owner, attr = (dist.Work, _WORK_WAIT) if name == "Work.wait" else (dist, name)
+            if hasattr(getattr(owner, attr, None), _WRAPPED):
+                setattr(owner, attr, fn)
         _installed.clear()
 
 

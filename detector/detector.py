@@ -136,6 +136,8 @@ class Detector:
     """The run's backend while it runs (benchmarks reach into it)."""
     _patched: ClassVar[list[Any]] = []
     _latest: ClassVar[ScoreReport | None] = None
+    _convert: ClassVar[report_cycle.Convert | None] = None
+    """Makes the latest report's ScoreReport when first asked for (no listener made it)."""
     _latest_report: ClassVar[Report | None] = None
     _listeners: ClassVar[list[ReportListener]] = []
     _lock: ClassVar[threading.RLock] = threading.RLock()
@@ -240,7 +242,7 @@ class Detector:
             cls.custom_sections = run.table.sections
             cls._patched = []
             cls.original_callables = {}
-            cls._latest = None
+            cls._latest, cls._convert = None, None
             cls._latest_report = None
             cls.report_interval_tracker = run.tracker
             cls._cuda_handles = run.table.cuda_handles
@@ -413,11 +415,14 @@ class Detector:
             cls.report_time_interval = run.control.settings.report_time_interval
         if produced is None:
             return None
-        report, score_report = produced
+        report, convert = produced
         cls._latest_report = report
-        if score_report is not None:
-            cls._latest = score_report
-            report_cycle.notify(run.guard, cls._listeners, score_report)
+        cls._latest, cls._convert = None, convert
+        if cls._listeners:
+            score_report = convert()
+            if score_report is not None:
+                cls._latest = score_report
+                report_cycle.notify(run.guard, cls._listeners, score_report)
         return report
 
     # --- beyond NVRx: reporters and health ---------------------------------------
@@ -425,6 +430,9 @@ class Detector:
     @classmethod
     def latest_score_report(cls) -> ScoreReport | None:
         """The ScoreReport of the latest report this rank produced, or None."""
+        convert, cls._convert = cls._convert, None
+        if convert is not None:
+            cls._latest = convert()
         return cls._latest
 
     reporter: ClassVar[ReportGenerator]

@@ -22,7 +22,7 @@ import numpy as np
 from . import gather
 from .payload import MAX_NAMES, RankPayload, score_payloads
 from .reports import Report, to_score_report
-from .score_report import KernelTiming, ScoreReport
+from .score_report import JobIdentity, KernelTiming, ScoreReport
 from .work_mix import with_mix_groups
 
 if TYPE_CHECKING:
@@ -35,13 +35,20 @@ _MAX_SEEN_SECTIONS = 4096
 """Bound on the section names a gathered NVRx-shaped report lists (NaN where unscored)."""
 
 
+Convert = Callable[[], "ScoreReport | None"]
+"""Makes the report's ScoreReport (None: the conversion failed, counted), on demand."""
+
+
 def generate(
     run: RunState, *, scores_to_compute: Sequence[str], gather_on_rank0: bool
-) -> tuple[Report, ScoreReport | None] | None:
+) -> tuple[Report, Convert] | None:
     """Score the window since the last report; a collective over the run's group.
 
     Returns None on ranks that get no report (not group rank 0 when ``gather_on_rank0``)
-    and when gathering or scoring failed.
+    and when gathering or scoring failed. The ScoreReport is made by the returned
+    function, when a listener or ``latest_score_report`` asks: a drop-in NVRx user
+    with neither pays nothing for it (a fifth of a small report's time). What it
+    reads from the run is taken now, so a later call describes this window.
     """
     t0 = time.perf_counter_ns()
     guard, builder = run.guard, run.payloads
@@ -128,10 +135,25 @@ def generate(
     if built is None:
         return None
     report, payloads = built
-    score_report = guard.call(
-        "report.convert", lambda: _score_report(run, report, payloads, sequence, window_s), None
+    convert = functools.partial(
+        _score_report,
+        report,
+        payloads,
+        job=run.job,
+        sequence=sequence,
+        window_s=window_s,
+        generated_at=datetime.now(UTC),
+        world_size=run.info.world_size,
+        kernel_timing=_kernel_timing(run),
     )
-    return report, score_report
+    made: list[ScoreReport | None] = []
+
+    def once() -> ScoreReport | None:
+        if not made:
+            made.append(guard.call("report.convert", convert, None))
+        return made[0]
+
+    return report, once
 
 
 def notify(guard: Guard, listeners: Iterable[ReportListener], score_report: ScoreReport) -> None:
@@ -160,17 +182,25 @@ def _learn_sections(
 
 
 def _score_report(
-    run: RunState, report: Report, payloads: list[RankPayload], sequence: int, window_s: float
+    report: Report,
+    payloads: list[RankPayload],
+    *,
+    job: JobIdentity,
+    sequence: int,
+    window_s: float,
+    generated_at: datetime,
+    world_size: int,
+    kernel_timing: KernelTiming,
 ) -> ScoreReport:
     return to_score_report(
         report,
-        job=run.job,
+        job=job,
         sequence=sequence,
-        generated_at=datetime.now(UTC),
+        generated_at=generated_at,
         window_s=window_s,
         rank_info=with_mix_groups({p.info.rank: p.info for p in payloads}, payloads),
-        world_size=run.info.world_size,
-        kernel_timing=_kernel_timing(run),
+        world_size=world_size,
+        kernel_timing=kernel_timing,
     )
 
 

@@ -13,6 +13,7 @@ threads (the times stay bounded but mix) — time per-thread work in per-thread 
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
+
+import numpy as np
 
 from .collectives import DDP_READY_NS, WAIT_NS
 from .collectives import waited as add_wait
@@ -70,6 +73,7 @@ class CustomSection:
         "times",
         "total_entry_cnt",
         "wait_ns",
+        "waits",
     )
 
     max_elapseds_len = _MaxElapsedsLen()
@@ -91,7 +95,10 @@ class CustomSection:
         self.times = RingBuffer(max_elapseds_len)
         self.wait_ns = 0
         """Time blocked in the job's collectives inside the timed entries of this window
-        (``collectives``): taken out of the section's time when it is scored."""
+        (``collectives``)."""
+        self.waits = [0] * self.times.capacity
+        """Each kept entry's wait, at its sample's place in ``times``: an entry's work is
+        its time less its own wait, and the section is scored on the median work."""
         for ms in cpu_elapsed_times or ():
             self.times.add(round(ms * 1e6))
 
@@ -176,12 +183,15 @@ class SectionHandle:
             return
         # A section that raised is not a timing sample (NVRx drops it too).
         if exc_type is None:
-            ring = self.section.times
-            ring._buf[ring.count & ring._mask] = t1 - t0
+            section = self.section
+            ring = section.times
+            at = ring.count & ring._mask
+            ring._buf[at] = t1 - t0
             ring.count += 1
             waited = WAIT_NS[0] - w0
+            section.waits[at] = waited
             if waited:
-                self.section.wait_ns += waited
+                section.wait_ns += waited
         if self._backend is not None:
             try:
                 self._backend.stop(self.name)
@@ -203,14 +213,15 @@ class SectionSummary:
     dropped: int
     wait_ns: float = 0.0
     """Time blocked in collectives inside this window's timed entries (all of them)."""
+    work_median_ns: float = math.nan
+    """The median over entries of each entry's time less its own wait: the work this
+    rank did in the section, what it is scored on (``collectives``). Per entry, not
+    the median less the mean wait: one long wait (a peer's GC pause, a loader stall)
+    raises the mean, not the median, and would make a short section look fast."""
 
-    @property
-    def work_median_ns(self) -> float:
-        """The median entry with the mean wait per entry taken out: the work this rank
-        did in the section, what it is scored on (``collectives``)."""
-        if not self.wait_ns or not self.num:
-            return self.median_ns
-        return max(0.0, self.median_ns - self.wait_ns / self.num)
+    def __post_init__(self) -> None:
+        if math.isnan(self.work_median_ns):  # made without waits: the work is the time
+            object.__setattr__(self, "work_median_ns", self.median_ns)
 
 
 class SectionTable:
@@ -296,5 +307,12 @@ class SectionTable:
             if samples.size == 0:
                 continue
             mn, mx, med, mean, std, num = summarize_ns(samples)
-            out.append(SectionSummary(name, mn, mx, med, mean, std, num, dropped, float(wait)))
+            work = med
+            if wait:
+                # Same places as the samples (both rings are written at one index).
+                waits = np.array(section.waits[: samples.size], dtype=np.int64)
+                work = max(0.0, float(np.median(samples - waits)))
+            out.append(
+                SectionSummary(name, mn, mx, med, mean, std, num, dropped, float(wait), work)
+            )
         return out

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .mode import Mode
+from .report_phases import report_phases
 from .workloads import Step
 
 
@@ -113,6 +114,7 @@ def bench_reports(
             mode.setup()
             out[name] = report_times(mode.det, step, {"profile_cuda": True}, repeats)  # type: ignore[attr-defined]
             if name.startswith("ours"):
+                out[name]["phases"] = report_phases(mode.det, step, repeats)  # type: ignore[attr-defined]
                 out[name]["profile"] = profile_reports(mode.det, step, repeats)  # type: ignore[attr-defined]
         except Exception:
             out[name] = {"error": traceback.format_exc(limit=3)}

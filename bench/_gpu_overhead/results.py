@@ -61,3 +61,6 @@ def _print_reports(key: str, reports: dict[str, Any]) -> None:
                 f"  parts {r.get('last_collect_after_steps')}"
                 f"  last counts {(r.get('kernel_counts') or [None])[-1]}"
             )
+            phases = (r.get("phases") or {}).get("median_ms")
+            if phases:
+                print(f"  {'':13} phases: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))

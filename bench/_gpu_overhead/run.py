@@ -17,6 +17,7 @@ from typing import Any
 
 from .detector_diagnostics import flush_delivery, hook_costs
 from .entry_calls import marker_call_costs, sampled_call_costs
+from .interleaved import interleaved
 from .marker_diagnostics import marker_after_flush, stop_marker_variants
 from .mode_table import MODES
 from .paired import kernels_per_step, measure_mode
@@ -95,6 +96,12 @@ def run(args: argparse.Namespace) -> None:
             except Exception:
                 result[key] = {"error": traceback.format_exc(limit=4)}
             print(key, json.dumps(result[key]), flush=True)
+        if args.interleaved_pairs:
+            for wname in [w for w in args.interleaved_workloads.split(",") if w]:
+                key = f"interleaved_{wname}"
+                result[key] = interleaved(steps[wname], args.interleaved_pairs)
+                print(key, json.dumps(result[key]), flush=True)
+                save(result, args.out)
         report_modes = [m for m in args.report_modes.split(",") if m]
         for wname in [w for w in args.report_workloads.split(",") if w]:
             # launch_bound's keeps its old key: earlier runs' files read the same.

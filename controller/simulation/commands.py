@@ -15,6 +15,8 @@ from pacekeeper.controller.simulation.quality import Quality
 if TYPE_CHECKING:
     from pacekeeper.controller.core.decisions import Decision
     from pacekeeper.controller.core.policy import PolicyDocument
+    from pacekeeper.controller.simulation.detection import Instrumentation
+    from pacekeeper.controller.simulation.models import ModelParams
     from pacekeeper.detector.score_report import ScoreReport
 
 PROGRESS_MIN_RANK_WINDOWS = 20_000
@@ -59,8 +61,12 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
     policy: Path | None = None,
     *,
     custom: tuple[str, float, int, float | None] | None = None,
+    params: ModelParams | None = None,
+    instrumentation: Instrumentation | None = None,
 ) -> int:
-    """``custom``: (fault, slowdown, count, start_s) given instead of a named scenario."""
+    """``custom``: (fault, slowdown, count, start_s) given instead of a named scenario;
+    ``params``: the job's model (e.g. ``ModelParams(ddp_overlap=True)``);
+    ``instrumentation``: what the job turned on in the detector."""
     from pacekeeper.controller.core.policy import load_policy_file
     from pacekeeper.controller.simulation.models import ModelParams
     from pacekeeper.controller.simulation.runner import simulate
@@ -78,7 +84,7 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
         console.print(f"[red]error:[/] {e}")
         return 2
     scenario = chosen.name
-    window_s = ModelParams().window_s
+    window_s = (params or ModelParams()).window_s
     windows = int(duration_s // window_s)
     if windows < 1:
         console.print(
@@ -104,8 +110,10 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
                 duration_s,
                 seed,
                 policy=doc,
+                params=params,
                 trace_path=trace,
                 on_window=lambda _: bar.advance(task),
+                instrumentation=instrumentation,
             )
         except ValueError as e:  # a magnitude the job cannot hold (--count over --ranks)
             console.print(f"[red]error:[/] {e}")

@@ -6,6 +6,13 @@ its ``RecentBest`` baselines via ``scoring.individual_scores`` /
 ``scoring.gpu_individual_score``); rank 0 scores all payloads with
 ``payload.score_payloads``; ``reports.to_score_report`` makes the wire report. Nothing
 here re-implements a score: this module only plays the part of N ranks and the gather.
+
+With collective timing on (the detector's default, ``Detector.initialize(...,
+time_collectives=True)``), a section is scored on its work, the median over entries
+of each entry's time less its own wait (``SectionSummary.work_median_ns``), and
+each rank's ``waitShare`` is its wait over the window's elapsed time, as
+``PayloadBuilder`` computes it. Off, sections are scored on their raw medians and no
+rank has a wait share: a drop-in NVRx job that never turned it on.
 """
 
 from __future__ import annotations
@@ -14,7 +21,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import numpy as np
 
@@ -25,7 +31,7 @@ from pacekeeper.detector.baselines import RecentBest
 from pacekeeper.detector.env import DetectorSettings
 from pacekeeper.detector.payload import RankPayload, key_id, score_payloads
 from pacekeeper.detector.reports import RankInfo, Report, to_score_report
-from pacekeeper.detector.score_report import JobIdentity, KernelTiming, RankScores, ScoreReport
+from pacekeeper.detector.score_report import JobIdentity, KernelTiming, ScoreReport
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """Simulated time zero (a fixed instant keeps traces reproducible)."""
@@ -40,12 +46,32 @@ class Placement:
     wait_share: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Instrumentation:
+    """What the simulated job turned on in the detector beyond NVRx's API."""
+
+    collective_timing: bool = True
+    """``time_collectives`` (the default) and ``watch_ddp``: sections scored on their
+    work, ``waitShare`` reported. False: a job that never turned it on."""
+    topology: bool = True
+    """``Detector.set_topology``: a pipeline job's ranks carry ``{"pp", "dp"}``."""
+
+
+def wait_share(wait_s: float, elapsed_s: float) -> float | None:
+    """Share of the window spent waiting, None when nothing was waited (as the
+    detector's ``PayloadBuilder`` reports it)."""
+    if wait_s <= 0 or elapsed_s <= 0:
+        return None
+    return min(1.0, wait_s / elapsed_s)
+
+
 class RealScoring:
     """Plays every rank's detector and rank 0's report for a simulated job.
 
     Row ``i`` of a window is rank ``i``; ``rank_ids`` names other ranks instead (an
     imported trace that recorded some ranks of a larger job: ``layout.ranks`` is then
-    the job's world size, and nodes follow the global rank)."""
+    the job's world size, and nodes follow the global rank). ``coords`` (one per row)
+    is what each rank gave ``Detector.set_topology``."""
 
     def __init__(
         self,
@@ -54,8 +80,11 @@ class RealScoring:
         *,
         rank_ids: Sequence[int] | None = None,
         kernel_timing: KernelTiming | None = None,
+        coords: Sequence[Mapping[str, int] | None] | None = None,
+        collective_timing: bool = True,
     ) -> None:
         self.layout = layout
+        self.collective_timing = collective_timing
         self.job = JobIdentity(name=job_name)
         self.rank_ids = list(rank_ids) if rank_ids is not None else list(range(layout.ranks))
         self.kernel_timing = kernel_timing or KernelTiming(backend="simulated", reason="simulator")
@@ -71,12 +100,19 @@ class RealScoring:
         self._infos = [
             RankInfo(rank=r, node=layout.node_name(layout.node_of(r))) for r in self.rank_ids
         ]
+        if coords is not None and len(coords) != rows:
+            raise ValueError(f"coords: one per rank is needed ({rows}), got {len(coords)}")
+        self._coords = list(coords) if coords is not None else [None] * rows
 
     def report(
         self, w: WindowSummary, placements: Sequence[Placement] | None = None
     ) -> ScoreReport:
-        """The window's ScoreReport; ``placements`` (one per row) add coordinates,
-        groups and wait shares."""
+        """The window's ScoreReport; ``placements`` (one per row, an imported trace's)
+        give coordinates, groups and wait shares instead."""
+        if placements is not None and len(placements) != len(self.rank_ids):
+            raise ValueError(
+                f"placements: one per rank is needed ({len(self.rank_ids)}), got {len(placements)}"
+            )
         keep = [i for i, k in enumerate(w.kernel_names) if not is_comm_kernel(k)]
         k_names = [w.kernel_names[i] for i in keep]
         k_ids = np.array([key_id(k) for k in k_names], dtype=np.uint64)
@@ -88,6 +124,11 @@ class RealScoring:
         k_med_all = w.kernel_median_ns[:, keep]
         k_tot_all = w.kernel_total_ns[:, keep]
         sec_ns = w.section_median_s * 1e9
+        if self.collective_timing and w.section_work_median_s is not None:
+            # Scored on the work done, as the detector does: the wait for peers inside a
+            # section is someone else's slowness.
+            sec_ns = w.section_work_median_s * 1e9
+        shares = self._wait_shares(w) if self.collective_timing else None
         payloads = []
         for r in range(len(self.rank_ids)):
             ran = np.isfinite(k_med_all[r])
@@ -99,11 +140,19 @@ class RealScoring:
             s_med = sec_ns[r]
             s_base = self._section_base[r].update_many(w.section_names, s_med)
             s_ind = scoring.individual_scores(s_med, s_base)
+            where = (
+                placements[r]
+                if placements is not None
+                else Placement(self._coords[r], None, None if shares is None else shares[r])
+            )
             info = RankInfo(
                 rank=self.rank_ids[r],
                 node=self._infos[r].node,
                 section_samples=int(w.section_samples[r]),
                 kernel_samples=int(w.kernel_count[r, keep][ran].sum()),
+                wait_share=where.wait_share,
+                group=where.group,
+                coords=where.coords,
             )
             self._infos[r] = info
             payloads.append(
@@ -122,7 +171,7 @@ class RealScoring:
             gather_on_rank0=True,
             rank=0,
         )
-        out = to_score_report(
+        return to_score_report(
             report,
             job=self.job,
             sequence=w.index,
@@ -132,28 +181,9 @@ class RealScoring:
             world_size=self.layout.ranks,
             kernel_timing=self.kernel_timing,
         )
-        return out if placements is None else _placed(out, self.rank_ids, placements)
 
-
-def _placed(
-    report: ScoreReport, rank_ids: Sequence[int], placements: Sequence[Placement]
-) -> ScoreReport:
-    where = dict(zip(rank_ids, placements, strict=True))
-    ranks = []
-    for r in report.ranks:
-        p = where.get(r.rank)
-        if p is None:
-            ranks.append(r)
-            continue
-        fields: dict[str, Any] = {"coords": dict(p.coords) if p.coords else None}
-        fields |= {"group": p.group, "wait_share": p.wait_share}
-        ranks.append(RankScores.model_validate({**r.model_dump(), **fields}))
-    return ScoreReport.build(
-        job=report.job,
-        sequence=report.sequence,
-        generated_at=report.generated_at,
-        window_s=report.window_s,
-        ranks=ranks,
-        world_size=report.summary.world_size,
-        kernel_timing=report.kernel_timing,
-    )
+    def _wait_shares(self, w: WindowSummary) -> list[float | None] | None:
+        if w.wait_s is None:
+            return None
+        elapsed = w.wall_s if w.wall_s is not None else w.end_s - w.start_s
+        return [wait_share(float(x), elapsed) for x in w.wait_s.tolist()]

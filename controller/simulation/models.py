@@ -4,7 +4,8 @@ Every number here is a documented default (docs/simulator.md says where each com
 from). The simulator walks a job step by step: per rank and step it draws a speed
 multiplier (static GPU spread x slow drift x faults x per-step jitter) and a work
 multiplier (sequence-length imbalance, last pipeline stage), then turns them into the
-per-window summaries the detector consumes — per-rank section medians and per-rank,
+per-window summaries the detector consumes — per-rank section medians, the wait the
+detector's collective timing measures inside each section (``waits``), and per-rank,
 per-kernel median / count / total times.
 
 Sections and step-level events are generated per step for every rank (ranks x steps
@@ -24,16 +25,20 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from pacekeeper.controller.simulation.waits import Pipeline, synchronise
 from pacekeeper.cupti_ext.sampling import sample_every_for
 
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 
 SECTIONS = ("dataloader", "forward_backward", "optimizer")
-"""Timed sections per step. ``optimizer`` holds the gradient all-reduce, so it also holds
-the wait for the slowest rank: a straggler's own ``optimizer`` time is the *shortest*."""
+"""Timed sections per step. ``optimizer`` holds the gradient all-reduce (``forward_backward``
+with DDP overlap), so it also holds the wait for the slowest rank: a straggler's own
+raw ``optimizer`` time is the *shortest*."""
 
 COMM_KERNEL_NAMES = ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "ncclDevKernel_AllGather_RING")
+P2P_KERNEL_NAME = "ncclDevKernel_SendRecv"
+"""A pipeline job's point-to-point kernel: it spins through the bubble."""
 LAST_STAGE_KERNEL_NAMES = ("lm_head_gemm", "cross_entropy_fwd", "cross_entropy_bwd", "logits_sm")
 
 
@@ -57,6 +62,16 @@ class ModelParams:
     dataloader_s: float = 0.05
     optimizer_s: float = 0.15
     """Communication (all-reduce) and optimizer time when no rank is waited for."""
+    allreduce_share: float = 2.0 / 3.0
+    """Share of ``optimizer_s`` that is the gradient all-reduce's transfer (0.10 s; the
+    rest is the optimizer's update): timed as wait by the collective timing, and the
+    only part a slow link slows."""
+    ddp_overlap: bool = False
+    """DDP: the all-reduce runs in buckets inside backward, so its wait lands in
+    ``forward_backward`` (timed from the last ready bucket, ``Detector.watch_ddp``)."""
+    ddp_exposed_share: float = 0.25
+    """With DDP overlap: share of the transfer left after backward (the last buckets);
+    the rest runs under the backward compute."""
     static_pairwise_spread: float = 0.08
     """Same-SKU GPUs differ by this much on average (mean absolute pairwise difference)."""
     static_clip_sigmas: float = 2.0
@@ -150,6 +165,18 @@ class WindowSummary:
     """ranks x kernels; NaN where a rank never ran the kernel."""
     kernel_count: npt.NDArray[np.int64]
     kernel_total_ns: F64
+    section_wait_s: F64 | None = None
+    """ranks x sections: time blocked in collectives inside the window's entries (the
+    detector's ``SectionSummary.wait_ns``); None: not measured."""
+    section_entries: npt.NDArray[np.int64] | None = None
+    """ranks x sections: entries in the window (``SectionSummary.num``)."""
+    section_work_median_s: F64 | None = None
+    """ranks x sections: the median over entries of each entry's time less its own
+    wait (``SectionSummary.work_median_ns``); None: waits not measured."""
+    wait_s: F64 | None = None
+    """ranks: time blocked in collectives over the window (all sections)."""
+    wall_s: float | None = None
+    """The window's elapsed time on the job's clock (the steps as long as they took)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +241,10 @@ class JobSimulator:
         self.p = params or ModelParams()
         if self.p.window_s < self.p.step_s:
             raise ValueError("window_s must be at least one step_s")
+        if not 0.0 <= self.p.allreduce_share < 1.0:
+            raise ValueError(f"allreduce_share must be in [0, 1), got {self.p.allreduce_share}")
+        if not 0.0 <= self.p.ddp_exposed_share <= 1.0:
+            raise ValueError(f"ddp_exposed_share must be in [0, 1], got {self.p.ddp_exposed_share}")
         self.ranks = ranks
         self.layout = Layout(ranks, self.p.gpus_per_node)
         self.faults = faults
@@ -222,6 +253,11 @@ class JobSimulator:
             if bad:
                 raise ValueError(f"fault {f.kind}: rank {bad[0]} is outside 0..{ranks - 1}")
         self.imbalance = imbalance or Imbalance()
+        self.pipeline = (
+            Pipeline.over_nodes(ranks, self.p.gpus_per_node, self.imbalance.pipeline_stages)
+            if self.imbalance.kind is ImbalanceKind.LAST_STAGE
+            else None
+        )
         self.exact_kernels = exact_kernels
         self.rng = np.random.default_rng(seed)
         self._static = self._draw_static()
@@ -238,7 +274,14 @@ class JobSimulator:
         if self.imbalance.kind is ImbalanceKind.LAST_STAGE:
             kernel_names += list(LAST_STAGE_KERNEL_NAMES)
         kernel_names += list(COMM_KERNEL_NAMES)
+        if self.pipeline is not None:
+            kernel_names.append(P2P_KERNEL_NAME)
         self.kernel_names = tuple(kernel_names)
+
+    def coords(self) -> list[dict[str, int]] | None:
+        """Per rank, the parallel coordinates a job would give ``Detector.set_topology``;
+        None for a data-parallel job (one peer group: nothing to tell)."""
+        return None if self.pipeline is None else self.pipeline.coords()
 
     # --- static draws ----------------------------------------------------------------
 
@@ -260,7 +303,7 @@ class JobSimulator:
     # --- per step ----------------------------------------------------------------------
 
     def _fault_multiplier(self, t: F64) -> tuple[F64, F64]:
-        """(compute multiplier ranks x steps, communication multiplier per step)."""
+        """(compute multiplier ranks x steps, all-reduce transfer multiplier per step)."""
         n, s = self.ranks, t.size
         comp = np.ones((n, s))
         comm = np.ones(s)
@@ -329,18 +372,44 @@ class JobSimulator:
         loader_s = (
             p.dataloader_s * (1.0 + p.section_jitter_cv * rng.standard_normal((n, steps))) + stall
         )
-        ready_s = loader_s + fwd_bwd_s
-        wait_s = ready_s.max(axis=0, keepdims=True) - ready_s
-        comm_s = (
-            p.optimizer_s
-            * comm_fault[None, :]
-            * (1.0 + p.section_jitter_cv * rng.standard_normal((n, steps)))
+        # A slow link slows the transfer only (1.0 exactly when healthy: same draws).
+        share = p.allreduce_share
+        link = 1.0 + share * (comm_fault - 1.0)
+        jit = 1.0 + p.section_jitter_cv * rng.standard_normal((n, steps))
+        comm_s = p.optimizer_s * link[None, :] * jit
+        sync = synchronise(
+            loader_s,
+            fwd_bwd_s,
+            comm_s,
+            p.optimizer_s * share * comm_fault[None, :] * jit,
+            ddp_overlap=p.ddp_overlap,
+            exposed_share=p.ddp_exposed_share,
+            pipeline=self.pipeline,
         )
-        optimizer_s = wait_s + comm_s
+        fwd_bwd_s, optimizer_s = sync.forward_backward_s, sync.optimizer_s
         section_median = np.stack(
             [np.median(loader_s, axis=1), np.median(fwd_bwd_s, axis=1), np.median(optimizer_s, 1)],
             axis=1,
         )
+        # What the detector scores: each step's own work (its time less its own wait),
+        # median over the window's steps (``SectionSummary.work_median_ns``).
+        section_work = np.stack(
+            [
+                np.median(loader_s, axis=1),
+                np.median(fwd_bwd_s - sync.forward_backward_wait_s, axis=1),
+                np.median(optimizer_s - sync.optimizer_wait_s, axis=1),
+            ],
+            axis=1,
+        )
+        section_wait = np.stack(
+            [
+                np.zeros(n),
+                sync.forward_backward_wait_s.sum(axis=1),
+                sync.optimizer_wait_s.sum(axis=1),
+            ],
+            axis=1,
+        )
+        wall_s = float((loader_s + fwd_bwd_s + optimizer_s).max(axis=0).sum())
 
         traced = (self._step + np.arange(steps)) % self.kernel_sample_every == 0
         if traced.all():  # every step traced: no selection (and the same draws as ever)
@@ -353,11 +422,16 @@ class JobSimulator:
             med, tot = np.full((n, k), np.nan), np.zeros((n, k))
             cnt = np.zeros((n, k), dtype=np.int64)
         # Communication kernels spin while waiting for peers, so they carry the wait.
-        sync_ns = (wait_s + comm_s) * 1e9
+        sync_ns = sync.allreduce_sync_s * 1e9
         shares = np.array([0.8, 0.2])
         med = np.concatenate([med, np.median(sync_ns, axis=1)[:, None] * shares], axis=1)
         tot = np.concatenate([tot, sync_ns.sum(axis=1)[:, None] * shares], axis=1)
         cnt = np.concatenate([cnt, np.full((n, shares.size), steps, dtype=np.int64)], axis=1)
+        if sync.p2p_wait_s is not None:
+            p2p_ns = sync.p2p_wait_s * 1e9
+            med = np.concatenate([med, np.median(p2p_ns, axis=1)[:, None]], axis=1)
+            tot = np.concatenate([tot, p2p_ns.sum(axis=1)[:, None]], axis=1)
+            cnt = np.concatenate([cnt, np.full((n, 1), steps, dtype=np.int64)], axis=1)
 
         summary = WindowSummary(
             index=self._window,
@@ -371,6 +445,11 @@ class JobSimulator:
             kernel_median_ns=med,
             kernel_count=cnt,
             kernel_total_ns=tot,
+            section_wait_s=section_wait,
+            section_work_median_s=section_work,
+            section_entries=np.full((n, len(SECTIONS)), steps, dtype=np.int64),
+            wait_s=section_wait.sum(axis=1),
+            wall_s=wall_s,
         )
         self._step += steps
         self._window += 1
@@ -384,14 +463,8 @@ class JobSimulator:
         return per_window * np.exp(im.step_sigma * self.rng.standard_normal((n, steps)))
 
     def _last_stage_mask(self) -> B | None:
-        im = self.imbalance
-        if im.kind is not ImbalanceKind.LAST_STAGE:
-            return None
-        # Tensor parallel within a node, pipeline stages over nodes: the last stage is
-        # the last 1/stages of the nodes.
-        nodes = self.layout.node_index()
-        per_stage = max(1, -(-self.layout.nodes() // im.pipeline_stages))
-        return np.asarray(nodes // per_stage == im.pipeline_stages - 1, dtype=np.bool_)
+        # Pipeline stages over nodes: the last stage is the last 1/stages of the nodes.
+        return None if self.pipeline is None else self.pipeline.last_stage()
 
     def _kernels(
         self, plain: F64, seq: F64, last_stage: B | None, steps: int

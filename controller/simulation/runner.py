@@ -35,7 +35,7 @@ from pacekeeper.controller.core.observations import (
 )
 from pacekeeper.controller.core.policy import DISRUPTIVE_ACTIONS, NODE_ACTIONS, PolicyDocument
 from pacekeeper.controller.core.state import State
-from pacekeeper.controller.simulation.detection import EPOCH, RealScoring
+from pacekeeper.controller.simulation.detection import EPOCH, Instrumentation, RealScoring
 from pacekeeper.controller.simulation.models import (
     ImbalanceKind,
     JobSimulator,
@@ -185,12 +185,20 @@ def run_scenario(
     nvrx_rules: tuple[NvrxRule, ...] = NVRX_RULES,
     trace: IO[str] | None = None,
     on_window: Callable[[int], None] | None = None,
+    instrumentation: Instrumentation | None = None,
 ) -> RunRecord:
+    """``instrumentation``: what the job turned on in the detector (default: collective
+    timing and topology, as ``Detector.initialize`` and ``set_topology`` give them)."""
     layout = sim.layout
     names = [layout.node_name(n) for n in range(layout.nodes())]
     rec = RunRecord(layout.ranks, layout.gpus_per_node, sim.p.window_s, names)
     node_index = {n: i for i, n in enumerate(names)}
-    scoring = RealScoring(layout)
+    inst = instrumentation or Instrumentation()
+    scoring = RealScoring(
+        layout,
+        coords=sim.coords() if inst.topology else None,
+        collective_timing=inst.collective_timing,
+    )
     replayer = Replayer(policy)
     nvrx = NvrxScorer()
     rec.nvrx = {r.name: [] for r in nvrx_rules}
@@ -271,8 +279,11 @@ def simulate(
     params: ModelParams | None = None,
     trace_path: str | Path | None = None,
     on_window: Callable[[int], None] | None = None,
+    instrumentation: Instrumentation | None = None,
 ) -> Outcome:
-    """Build the scenario, run it through the real scoring and engine, score it."""
+    """Build the scenario, run it through the real scoring and engine, score it.
+    ``params``: the job's model (``ModelParams.ddp_overlap`` and the rest);
+    ``instrumentation``: what the job turned on in the detector."""
     from pacekeeper.controller.simulation.presets import simulation_policy
     from pacekeeper.controller.simulation.scenarios import get_scenario
 
@@ -287,9 +298,11 @@ def simulate(
     doc = policy or simulation_policy()
     if trace_path is not None:
         with Path(trace_path).open("w", encoding="utf-8") as fh:
-            rec = run_scenario(sim, windows, doc, trace=fh, on_window=on_window)
+            rec = run_scenario(
+                sim, windows, doc, trace=fh, on_window=on_window, instrumentation=instrumentation
+            )
     else:
-        rec = run_scenario(sim, windows, doc, on_window=on_window)
+        rec = run_scenario(sim, windows, doc, on_window=on_window, instrumentation=instrumentation)
     truth = Truth(
         faulty_ranks=gt.faulty_ranks,
         start_s=gt.start_s(),

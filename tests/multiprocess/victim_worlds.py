@@ -88,3 +88,48 @@ def sync_world(rank: int, world_size: int, out_dir: str, placement: str, loss: f
             f,
         )
     Detector.shutdown()
+
+
+LATE_S = 0.3
+"""How late rank 1 joins each collective in ``async_world``."""
+
+
+def async_world(rank: int, world_size: int, out_dir: str) -> None:
+    """Two ranks, rank 1 joining each collective ``LATE_S`` late: an async all-reduce
+    waited on with ``Work.wait()``, a batch of point-to-point transfers waited on the
+    same way, then a second report for which rank 1 also arrives late (the detector's
+    own collectives, which are no wait of the job's). Each rank's wait counter after each."""
+    from pacekeeper.detector import collectives
+
+    Detector.initialize(report_time_interval=3600, kernel_timing="none", node_name=f"n{rank}")
+    waits = {}
+    t = torch.ones(1024)
+    if rank == 1:
+        time.sleep(LATE_S)
+    before = collectives.WAIT_NS[0]
+    work = dist.all_reduce(t, async_op=True)
+    launched = collectives.WAIT_NS[0] - before
+    work.wait()
+    waits["all_reduce launch"] = launched
+    waits["all_reduce"] = collectives.WAIT_NS[0] - before
+    if rank == 1:
+        time.sleep(LATE_S)
+    before = collectives.WAIT_NS[0]
+    peer = 1 - rank
+    ops = [dist.P2POp(dist.isend, t, peer), dist.P2POp(dist.irecv, torch.empty(1024), peer)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    waits["p2p"] = collectives.WAIT_NS[0] - before
+    with Detector.detection_section("step", profile_cuda=False):
+        pass
+    Detector.generate_report()  # makes the detector's group (its set-up is no Work.wait)
+    with Detector.detection_section("step", profile_cuda=False):
+        pass
+    if rank == 1:
+        time.sleep(LATE_S)
+    before = collectives.WAIT_NS[0]
+    Detector.generate_report()
+    waits["report"] = collectives.WAIT_NS[0] - before
+    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
+        pickle.dump({"waits": waits, "errors": Detector.internal_errors()}, f)
+    Detector.shutdown()

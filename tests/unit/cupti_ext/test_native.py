@@ -224,6 +224,7 @@ def _stats_of(window: Any) -> dict[str, Any]:
         "counts": (
             window.records,
             window.comm_records,
+            window.comm_ns,
             window.unattributed_records,
             window.dropped_records,
         ),

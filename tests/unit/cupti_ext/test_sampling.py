@@ -21,10 +21,10 @@ def cost_share(n: int, kernels_per_entry: float, entry_interval_s: float) -> flo
     return (ENTRY_COST_S + KERNEL_COST_S * kernels_per_entry) / (n * entry_interval_s)
 
 
-def test_a_fast_launch_bound_step_is_traced_about_one_time_in_40() -> None:
+def test_a_fast_launch_bound_step_is_traced_about_one_time_in_60() -> None:
     # The H200 bench's step: 602 kernels in ~10 ms.
     n = sample_every_for(kernels_per_entry=602, entry_interval_s=0.010)
-    assert 36 <= n <= 46
+    assert 55 <= n <= 70
     assert cost_share(n, 602, 0.010) <= BUDGET
 
 

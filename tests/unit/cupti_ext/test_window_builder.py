@@ -47,11 +47,21 @@ def test_two_interleaved_sections_get_their_own_kernels_and_outsiders_are_left_o
 
 def test_communication_kernels_are_counted_but_left_out_of_every_statistic():
     b = builder()
-    feed(b, marker(1, 0, False, 10), kernels([11], 1), kernels([12], 3), marker(1, 0, True, 13))
+    feed(
+        b,
+        marker(1, 0, False, 10),
+        kernels([11], 1),
+        kernels([12], 3, dur_ns=700),
+        marker(1, 0, True, 13),
+        kernels([14], 3, dur_ns=9_000),  # outside every section: neither counted nor timed
+    )
     w = b.take(["step"])
     assert names(w.kernels) == {"gemm": 1}
     assert names(w.sections["step"]) == {"gemm": 1}
     assert w.comm_records == 1
+    # Their time is the GPU side of the wait for peers (waitShare).
+    assert w.comm_ns == 700
+    assert b.take(["step"]).comm_ns == 0  # a window's sum starts again
 
 
 def test_kernels_arriving_before_their_exit_marker_are_held_then_counted_once():

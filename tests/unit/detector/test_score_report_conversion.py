@@ -76,3 +76,38 @@ def test_off_kubernetes_there_is_no_pod(monkeypatch: pytest.MonkeyPatch) -> None
     assert sr is not None
     assert sr.ranks[0].pod is None and sr.ranks[0].node == "box"
     assert sr.job.key == "local:exp1"
+
+
+def test_the_score_report_is_made_only_when_asked_for_and_describes_its_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A drop-in user with no listener never pays for the conversion; asked for late,
+    it still describes the report it belongs to, made once however often asked."""
+    from pacekeeper.detector import report_cycle
+
+    made: list[int] = []
+    real = report_cycle.to_score_report
+
+    def counting(*args: object, **kwargs: object) -> ScoreReport:
+        made.append(int(kwargs["sequence"]))  # type: ignore[call-overload]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(report_cycle, "to_score_report", counting)
+    Detector.initialize(report_time_interval=3600, kernel_timing="none")
+    try:
+        for _ in range(3):
+            with Detector.detection_section("step"):
+                pass
+            assert Detector.generate_report() is not None
+        assert made == []
+        latest = Detector.latest_score_report()
+        assert latest is not None and made == [latest.sequence]
+        assert Detector.latest_score_report() is latest and len(made) == 1
+        seen: list[ScoreReport] = []
+        Detector.add_report_listener(seen.append)
+        Detector.generate_report()  # with a listener: made at once, and only once
+        assert [s.sequence for s in seen] == made[1:] == [latest.sequence + 1]
+        assert Detector.latest_score_report() is seen[0] and len(made) == 2
+        Detector.remove_report_listener(seen.append)
+    finally:
+        Detector.shutdown()

@@ -9,9 +9,11 @@ from typer.testing import CliRunner
 
 from pacekeeper.controller.cli.app import app
 from pacekeeper.controller.core.decisions import Reason, Verdict
-from pacekeeper.controller.core.policy import ActionKind
+from pacekeeper.controller.core.policy import ActionKind, load_policy_file
+from pacekeeper.controller.simulation.models import Layout
 from pacekeeper.controller.simulation.presets import simulation_policy
 from pacekeeper.controller.simulation.runner import read_trace, replay, simulate
+from pacekeeper.controller.simulation.scenarios import get_scenario
 
 
 def test_a_fifty_percent_slow_gpu_is_found_and_its_node_would_be_acted_on(tmp_path: Path) -> None:
@@ -67,7 +69,14 @@ def test_cli_simulate_prints_the_table_and_writes_heatmap_and_trace(tmp_path: Pa
     )
     res = CliRunner().invoke(app, ["replay", "--policy", str(policy), "--trace", str(trace)])
     assert res.exit_code == 0, res.output
-    assert "10 decisions" in res.output
+    decided = replay(list(read_trace(trace)), load_policy_file(policy))
+    assert f"{len(decided)} decisions under mode dry-run" in " ".join(res.output.split())
+    # The default policy judges every score; with the collective wait out of the
+    # sections the slow node is the one it would act on, not "job-wide".
+    _, truth = get_scenario("slow-node-15").build(16, 600.0, seed=0)
+    (node,) = truth.faulty_nodes(Layout(16, 8))
+    acted = {d.subject for _, d in decided if d.reason is Reason.OBSERVE_MODE}
+    assert acted == {f"node/node-{node:05d}"}
 
 
 def test_cli_simulate_refuses_an_unknown_scenario_naming_it() -> None:

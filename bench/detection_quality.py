@@ -6,12 +6,18 @@ NVRx defaults, 0.75 on GPU scores only, and 0.7 on GPU scores as NeMo recipes us
 scored on the same traces. Prints a table and writes bench/results/detection_quality.json.
 
     .venv/bin/python bench/detection_quality.py [--ranks 1024 16384] [--seeds 2] [--jobs 1]
-        [--ddp-overlap] [--no-collective-timing]
+        [--suite all|original|issue18] [--ddp-overlap] [--no-collective-timing]
+        [--no-gpu-uuid]
 
 The simulated job times its collectives as the detector does by default (sections
-scored on work, ``waitShare`` per rank); ``--no-collective-timing`` plays a job that
-never turned that on, ``--ddp-overlap`` one whose gradient all-reduce runs inside
-backward (docs/simulator.md).
+scored on work, ``waitShare`` per rank) and names each rank's GPU (``gpuUuid``);
+``--no-collective-timing`` plays a job that never turned that on, ``--ddp-overlap``
+one whose gradient all-reduce runs inside backward, ``--no-gpu-uuid`` reports without
+GPU identities (docs/simulator.md). A scenario that needs a longer run (the 3 h ramp)
+gets it, one that needs enforce mode (the ladder's own restart) runs in it. After the
+tables, issue #18's goals (``controller/simulation/goals.py``): recall within the time
+limit per group of scenarios, false actions in the noisy runs, node actions where the
+workload alone makes ranks differ.
 """
 
 from __future__ import annotations
@@ -27,13 +33,18 @@ from pathlib import Path
 from rich.console import Console
 
 from pacekeeper.controller.core.policy import Mode
+from pacekeeper.controller.simulation import goals
 from pacekeeper.controller.simulation.commands import quality_table
 from pacekeeper.controller.simulation.detection import Instrumentation
 from pacekeeper.controller.simulation.models import JobSimulator, ModelParams
 from pacekeeper.controller.simulation.presets import simulation_policy
 from pacekeeper.controller.simulation.quality import Quality, combine
 from pacekeeper.controller.simulation.runner import simulate
-from pacekeeper.controller.simulation.scenarios import SCENARIOS
+from pacekeeper.controller.simulation.scenarios import (
+    ISSUE_18_SCENARIOS,
+    SCENARIOS,
+    with_options,
+)
 
 RESULTS = Path(__file__).parent / "results" / "detection_quality.json"
 KERNELS_AT: dict[int, int] = {}
@@ -46,6 +57,21 @@ Task = tuple[int, str, int, float, float, int | None]
 MODE = Mode.DRY_RUN
 DDP_OVERLAP = False
 COLLECTIVE_TIMING = True
+GPU_UUID = True
+NOISE: tuple[float | None, float | None] = (None, None)
+"""``--drift-scale``, ``--jitter-scale``: every scenario's drift and jitter multiples,
+a noisy scenario's own 2x replaced too (None: the scenario's own)."""
+_READ_BY_GOALS = {n for g in goals.RECALL_GOALS for n in g.scenarios} | {
+    *goals.NOISY_SCENARIOS,
+    *goals.WORKLOAD_SCENARIOS,
+    "healthy",
+}
+SUITES = {
+    "all": list(SCENARIOS),
+    "original": [n for n in SCENARIOS if n not in ISSUE_18_SCENARIOS],
+    "issue18": [n for n in SCENARIOS if n in ISSUE_18_SCENARIOS or n in _READ_BY_GOALS],
+}
+"""``issue18``: the new scenarios and every one a goal of issue #18 reads."""
 
 
 def params_for(ranks: int, step_s: float, sample_every: int | None = None) -> ModelParams:
@@ -60,22 +86,111 @@ def params_for(ranks: int, step_s: float, sample_every: int | None = None) -> Mo
     )
 
 
+def duration_for(name: str, duration_s: float) -> float:
+    """The run length: the asked one, or what the scenario needs to mean anything."""
+    return max(duration_s, SCENARIOS[name].min_duration_s or 0.0)
+
+
 def run_one(task: Task) -> tuple[Task, dict[str, Quality], float]:
     ranks, name, seed, duration, step_s, sample_every = task
     params = params_for(ranks, step_s, sample_every)
     t0 = time.perf_counter()
-    policy = simulation_policy(MODE)
+    sc = with_options(SCENARIOS[name], drift_scale=NOISE[0], jitter_scale=NOISE[1])
+    policy = simulation_policy(sc.mode or MODE)
+    inst = Instrumentation(collective_timing=COLLECTIVE_TIMING, gpu_uuid=GPU_UUID)
     out = simulate(
-        name, ranks, duration, seed, policy=policy, params=params,
-        instrumentation=Instrumentation(collective_timing=COLLECTIVE_TIMING),
+        sc, ranks, duration_for(name, duration), seed, policy=policy, params=params,
+        instrumentation=inst,
     )  # fmt: skip
     return task, out.quality, time.perf_counter() - t0
 
 
-def _configure(mode: str, ddp_overlap: bool, collective_timing: bool) -> None:
+def _configure(  # noqa: PLR0917 - the pool's initializer takes them positionally
+    mode: str,
+    ddp_overlap: bool,
+    collective_timing: bool,
+    gpu_uuid: bool,
+    drift_scale: float | None = None,
+    jitter_scale: float | None = None,
+) -> None:
     """Module settings for this process and, through ``initializer``, the pool's."""
-    global MODE, DDP_OVERLAP, COLLECTIVE_TIMING
+    global MODE, DDP_OVERLAP, COLLECTIVE_TIMING, GPU_UUID, NOISE
     MODE, DDP_OVERLAP, COLLECTIVE_TIMING = Mode(mode), ddp_overlap, collective_timing
+    GPU_UUID, NOISE = gpu_uuid, (drift_scale, jitter_scale)
+
+
+def print_goals(
+    console: Console, ranks: int, runs: dict[str, list[dict[str, Quality]]]
+) -> dict[str, object]:
+    """Issue #18's goals at ``ranks``: a table per goal and detector, and the JSON."""
+    from rich.table import Table
+
+    detectors = list(next(iter(runs.values()))[0]) if runs else []
+    table = Table(title=f"issue #18 goals at {ranks} ranks")
+    for col in (
+        "goal",
+        "detector",
+        "runs",
+        "found",
+        "recall",
+        "in time",
+        "prec",
+        "false act.",
+        "worst s",
+        "limit s",
+        "met",
+    ):
+        table.add_column(col, justify="left" if col in ("goal", "detector") else "right")
+    recall = []
+    for g in goals.RECALL_GOALS:
+        for det in detectors:
+            r = goals.judge_recall(g, det, runs)
+            recall.append(r.to_dict())
+            if r.runs == 0:
+                continue
+            table.add_row(
+                g.name if det == detectors[0] else "", det, str(r.runs),
+                f"{r.found}/{r.faulty}", f"{r.recall:.2f}" if r.recall is not None else "-",
+                f"{r.recall_in_time:.2f}" if r.recall_in_time is not None else "-",
+                f"{r.precision:.2f}", str(r.false_actions),
+                "-" if r.worst_detect_s is None else f"{r.worst_detect_s:.0f}",
+                f"{g.find_within_s:.0f}",
+                "yes" if r.met else (f"no ({len(r.missing)} not run)" if r.missing else "no"),
+            )  # fmt: skip
+    console.print(table)
+    noisy = [goals.false_actions(det, runs) for det in detectors]
+    workload = {det: goals.node_actions_on_workload(det, runs) for det in detectors}
+    for fa in noisy:
+        if fa.scenarios:
+            console.print(
+                f"{ranks} ranks, {fa.detector}: {fa.false_actions} disruptive false actions in "
+                f"{fa.gpu_days:.0f} GPU-days of noisy runs ({', '.join(fa.scenarios)}; the goal "
+                f"asks 0 in {goals.FALSE_ACTION_GPU_DAYS:,.0f})"
+            )
+    hw = workload.get("pacekeeper", {})
+    if hw:
+        console.print(
+            f"{ranks} ranks, pacekeeper: node actions where the workload alone differs: "
+            + ", ".join(f"{n} {c}" for n, c in hw.items())
+        )
+    restart = next(g for g in goals.RECALL_GOALS if g.name == "surviving a restart")
+    recovered = {
+        n: sum(q["pacekeeper"].false_recoveries for q in runs[n] if "pacekeeper" in q)
+        for n in restart.scenarios
+        if n in runs
+    }
+    if recovered:
+        console.print(
+            f"{ranks} ranks, pacekeeper: 'Recovered' on the still-slow GPU after a restart: "
+            + ", ".join(f"{n} {c}" for n, c in recovered.items())
+        )
+    return {
+        "ranks": ranks,
+        "recall": recall,
+        "falseRecoveriesAfterRestart": recovered,
+        "noisyFalseActions": [fa.to_dict() for fa in noisy],
+        "nodeActionsOnWorkload": workload,
+    }
 
 
 def main() -> None:
@@ -84,7 +199,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--seeds-16k", type=int, default=None, help="seeds at 16,384 ranks")
     ap.add_argument("--duration", type=float, default=1800.0)
-    ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
+    ap.add_argument("--scenarios", nargs="+", default=None, help="default: the --suite's")
+    ap.add_argument("--suite", choices=list(SUITES), default="all")
     ap.add_argument("--jobs", type=int, default=1, help="processes (one run each)")
     ap.add_argument("--mode", choices=["dry-run", "enforce"], default="dry-run")
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -110,8 +226,37 @@ def main() -> None:
         action="store_true",
         help="the job never turned the detector's collective timing on (raw section medians)",
     )
+    ap.add_argument(
+        "--no-gpu-uuid",
+        action="store_true",
+        help="reports without each rank's GPU identity (no memory of hardware)",
+    )
+    ap.add_argument(
+        "--drift-scale",
+        type=float,
+        default=None,
+        help="every scenario's drift amplitude: the model's x this (replaces a scenario's own)",
+    )
+    ap.add_argument(
+        "--jitter-scale",
+        type=float,
+        default=None,
+        help="every scenario's step, kernel and section jitter: the model's x this",
+    )
     args = ap.parse_args()
-    settings = (args.mode, args.ddp_overlap, not args.no_collective_timing)
+    if args.scenarios is None:
+        args.scenarios = SUITES[args.suite]
+    unknown = [n for n in args.scenarios if n not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown scenario {unknown[0]!r}; known: {', '.join(SCENARIOS)}")
+    settings = (
+        args.mode,
+        args.ddp_overlap,
+        not args.no_collective_timing,
+        not args.no_gpu_uuid,
+        args.drift_scale,
+        args.jitter_scale,
+    )
     _configure(*settings)
     console = Console(width=132)
 
@@ -144,15 +289,18 @@ def main() -> None:
             console.log(f"{task[0]} ranks {task[1]} seed {task[2]}: {wall:.0f}s")
     results: list[dict[str, object]] = []
     pooled: list[dict[str, object]] = []
+    goal_docs: list[dict[str, object]] = []
     for ranks in args.ranks:
         kernels = KERNELS_AT.get(ranks, 200)
         rows: list[tuple[str, str, Quality]] = []
         per_detector: dict[str, list[Quality]] = {}
+        by_scenario: dict[str, list[dict[str, Quality]]] = {}
         for name in args.scenarios:
             runs = [
                 done[(ranks, name, seed, args.duration, args.step_s, args.kernel_sample_every)]
                 for seed in range(seeds_at(ranks))
             ]
+            by_scenario[name] = [r[0] for r in runs]
             for det in runs[0][0]:
                 q = combine(r[0][det] for r in runs)
                 per_detector.setdefault(det, []).append(q)
@@ -163,11 +311,11 @@ def main() -> None:
                         "scenario": name,
                         "detector": det,
                         "seeds": seeds_at(ranks),
-                        "durationS": args.duration,
+                        "durationS": duration_for(name, args.duration),
+                        "mode": (SCENARIOS[name].mode or Mode(args.mode)).value,
                         "kernels": kernels,
                         "stepS": args.step_s,
                         "kernelSampleEvery": sample_every_at(ranks),
-                        "mode": args.mode,
                         "wallS": round(sum(r[1] for r in runs), 1),
                         **q.to_dict(),
                     }
@@ -194,6 +342,7 @@ def main() -> None:
                 f"{total.false_actions_per_1000_gpu_days:.2f} per 1,000 GPU-days"
                 + (f" (95% upper bound {bound:.2f})" if total.false_actions == 0 else "")
             )
+        goal_docs.append(print_goals(console, ranks, by_scenario))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "benchmark": "detection_quality",
@@ -209,7 +358,11 @@ def main() -> None:
         "mode": args.mode,
         "ddpOverlap": args.ddp_overlap,
         "collectiveTiming": not args.no_collective_timing,
+        "gpuUuid": not args.no_gpu_uuid,
+        "driftScale": args.drift_scale,
+        "jitterScale": args.jitter_scale,
         "pooledFalseActions": pooled,
+        "goals": goal_docs,
         "results": results,
     }
     args.out.write_text(json.dumps(doc, indent=1) + "\n")

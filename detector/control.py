@@ -14,12 +14,17 @@ Wire form (camelCase, as the CRD's ``spec.control``)::
     {"enabled": false,
      "reportTimeIntervalS": 30, "profilingInterval": 4,
      "thresholds": {"gpuRelative": 0.7, "gpuIndividual": 0.7,
-                    "sectionRelative": 0.7, "sectionIndividual": 0.7}}
+                    "sectionRelative": 0.7, "sectionIndividual": 0.7},
+     "probe": {"id": "node-7-1733077800"}}
+
+``probe``: every rank runs the confirmation probe (``probe``) once per new id, at the
+report that applies it, and that report carries each rank's result.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -33,7 +38,8 @@ _THRESHOLD_KEYS = {
     "sectionRelative": "section_relative",
     "sectionIndividual": "section_individual",
 }
-_CONTROL_KEYS = ("enabled", "reportTimeIntervalS", "profilingInterval", "thresholds")
+_CONTROL_KEYS = ("enabled", "reportTimeIntervalS", "profilingInterval", "thresholds", "probe")
+_PROBE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,8 @@ class Control:
     report_time_interval_s: float | None = None
     profiling_interval: int | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
+    probe_id: str | None = None
+    """Run the confirmation probe for this request (each id once)."""
 
     @classmethod
     def from_wire(cls, data: Any, *, path: str = "control") -> Control:
@@ -90,6 +98,7 @@ class Control:
             report_time_interval_s=interval,
             profiling_interval=sampling,
             thresholds=_thresholds(f"{path}.thresholds", data.get("thresholds")),
+            probe_id=_probe(f"{path}.probe", data.get("probe")),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -108,6 +117,8 @@ class Control:
         }
         if limits:
             out["thresholds"] = limits
+        if self.probe_id is not None:
+            out["probe"] = {"id": self.probe_id}
         return out
 
 
@@ -125,6 +136,19 @@ def _seconds(path: str, value: Any) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{path}={value!r} must be >= 0 seconds and finite")
     return float(value)
+
+
+def _probe(path: str, data: Any) -> str | None:
+    if data is None:
+        return None
+    _check_fields(path, data, ("id",))
+    pid = data.get("id")
+    if not isinstance(pid, str) or not _PROBE_ID.fullmatch(pid):
+        raise ValueError(
+            f"{path}.id={pid!r} must be 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return pid
 
 
 def _thresholds(path: str, data: Any) -> Thresholds:

@@ -42,6 +42,8 @@ class RunControl:
         """``initialize``'s values: what a missing document or field means."""
         self.settings = base
         self.source = source
+        self.probed: str | None = None
+        """The last probe request this run answered (each id runs once)."""
 
     def exchange(self, run: RunState, info: gather.GroupInfo) -> bool:
         """Agree on this report's settings (a collective) and apply them; True when this
@@ -61,7 +63,26 @@ class RunControl:
             self._apply(run, new)
         if not produce:
             self.discard_window(run)
+        elif agreed is not None and agreed.probe_id not in (None, self.probed):
+            self._probe(run, agreed.probe_id)
         return produce
+
+    def _probe(self, run: RunState, probe_id: str | None) -> None:
+        """The confirmation probe, on every rank at the same report (all got the same
+        document): its result rides this report's payload. A failure is logged and
+        counted and the report goes out without it."""
+        from . import probe
+
+        self.probed = probe_id
+        if probe_id is None:
+            return
+        result = run.guard.call("probe", lambda: probe.run(probe_id), None)
+        run.payloads.probe = result
+        if result is not None:
+            logger.info(
+                "confirmation probe run",
+                extra={"probe": result.to_wire(), "report": run.sequence + 1},
+            )
 
     def _apply(self, run: RunState, new: ControlSettings) -> None:
         old, self.settings = self.settings, new

@@ -1,7 +1,8 @@
 """Who this rank is in reports: its job, node, pod and Ray node, resolved once at initialize.
 
 The sources are the environment (``env``), the Ray runtime context when Ray is already
-connected, and the host name; docs/detector.md's identity table lists them in order.
+connected, the host name, and the CUDA runtime for the GPU's UUID; docs/detector.md's
+identity table lists them in order.
 Kept apart from the run state so the precedence rules read (and change) in one place.
 """
 
@@ -62,7 +63,37 @@ def resolve_node_name(node_name: str | None) -> str:
     return node or socket.gethostname() or "<unknown>"
 
 
-def rank_info(info: GroupInfo, node: str, ray_node_id: str | None) -> RankInfo:
+GPU_UUID_PREFIXES = ("GPU-", "MIG-")
+
+
+def gpu_uuid() -> str | None:
+    """The UUID of this process's current CUDA device, in the driver's ``GPU-<uuid>`` form
+    (what ``nvidia-smi -L`` and DCGM print), or None when this rank uses no GPU.
+
+    Never imports torch and never creates a CUDA context: a rank that has not touched
+    CUDA yet (a CPU-only or gloo job on a GPU machine, or a report before the first
+    kernel) has no GPU to name. The caller asks again at a later report."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    cuda = torch.cuda
+    if not cuda.is_initialized():
+        return None
+    raw = str(cuda.get_device_properties(cuda.current_device()).uuid).strip()
+    if not raw:
+        return None
+    return raw if raw.startswith(GPU_UUID_PREFIXES) else f"GPU-{raw}"
+
+
+def gpu_in_use_possible() -> bool:
+    """Whether a later report may still find a GPU: torch is loaded and CUDA present."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.cuda.is_available())
+
+
+def rank_info(
+    info: GroupInfo, node: str, ray_node_id: str | None, gpu: str | None = None
+) -> RankInfo:
     """This rank's place, as it travels in every payload (sample counts filled per report)."""
     return RankInfo(
         rank=info.global_rank,
@@ -70,4 +101,5 @@ def rank_info(info: GroupInfo, node: str, ray_node_id: str | None) -> RankInfo:
         pod=env.pod_name(),
         ray_node_id=ray_node_id,
         pid=os.getpid(),
+        gpu_uuid=gpu,
     )

@@ -28,10 +28,11 @@ from .topology import Topology
 if TYPE_CHECKING:
     import re
 
-    from pacekeeper.cupti_ext import BackendChoice, KernelTimingBackend, KernelWindow
+    from pacekeeper.cupti_ext import BackendChoice, KernelStat, KernelTimingBackend, KernelWindow
 
     from .env import DetectorSettings
     from .guard import Guard
+    from .probe import ProbeResult
     from .sections import SectionSummary, SectionTable
 
 Summaries = dict[str, dict[Statistic, float]]
@@ -93,6 +94,8 @@ class PayloadBuilder:
         self._wait_mark = (WAIT_NS[0], time.perf_counter_ns())
         self.topology = Topology()
         """This rank's place in the job's layout (``Detector.set_topology``)."""
+        self.probe: ProbeResult | None = None
+        """The confirmation probe run for the coming report (``control_cycle``)."""
 
     def empty(self) -> LocalReport:
         """What this rank sends when collecting failed: it still joins the collective."""
@@ -128,7 +131,11 @@ class PayloadBuilder:
         # Communication kernels wait for the slowest peer and make fast ranks look slow.
         # The CUPTI backend leaves them out already; this catches any other backend,
         # with the one rule cupti_ext defines (plus $PACEKEEPER_COMM_KERNEL_PATTERN).
-        kernels = {k: v for k, v in kernels.items() if not self._is_comm(k)}
+        comm_ns = window.comm_ns if window is not None else 0.0
+        comm_keys = [k for k in kernels if self._is_comm(k)]
+        for k in comm_keys:
+            comm_ns += kernels.pop(k).total_ns
+        gpu_wait = _gpu_wait_share(comm_ns, kernels)
         if len(kernels) > self._max_kernel_keys:
             # Bounded payload under dynamic shapes: keep where the time goes.
             top = sorted(kernels.items(), key=lambda kv: kv[1].total_ns, reverse=True)
@@ -150,17 +157,21 @@ class PayloadBuilder:
                 names[kid] = kname
         ker_summ = {k: summary_statistics(v, 1e-3) for k, v in kernels.items()}
         me = self.rank_info
+        probe, self.probe = self.probe, None  # a result travels in one report only
         info = RankInfo(
             rank=me.rank,
             node=me.node,
             pod=me.pod,
             ray_node_id=me.ray_node_id,
+            pid=me.pid,
             section_samples=int(sum(s.num for s in sections)),
             kernel_samples=int(window.records) if window is not None else 0,
             dropped_records=int(window.dropped_records) if window is not None else 0,
-            wait_share=self._wait_share(),
+            wait_share=_larger(self._wait_share(), gpu_wait),
             group=self.topology.group,
             coords=self.topology.coords,
+            gpu_uuid=me.gpu_uuid,
+            probe=probe,
         )
         payload = RankPayload(
             info, sec_ids, sec_med, sec_ind, ker_ids, ker_med, ker_tot, gpu_ind, names
@@ -213,3 +224,22 @@ def _cuda_synchronize() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def _gpu_wait_share(comm_ns: float, kernels: dict[str, KernelStat]) -> float | None:
+    """Share of the traced GPU time spent in communication kernels: with NCCL the host
+    only queues a collective and the wait for peers happens on the GPU, in kernels that
+    spin until every rank has joined. None without any."""
+    if comm_ns <= 0:
+        return None
+    busy = comm_ns + sum(s.total_ns for s in kernels.values())
+    return min(1.0, comm_ns / busy)
+
+
+def _larger(host: float | None, gpu: float | None) -> float | None:
+    """One wait share for the rank: a job waits on the host (gloo, blocking calls) or on
+    the GPU (NCCL), and where both are timed they see the same wait, so the larger
+    counts rather than the sum."""
+    if host is None or gpu is None:
+        return gpu if host is None else host
+    return max(host, gpu)

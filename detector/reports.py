@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .score_report import JobIdentity, KernelTiming, RankScores, ScoreReport
+from .probe import ProbeResult
+from .score_report import JobIdentity, KernelTiming, ProbeEvidence, RankScores, ScoreReport
 
 
 class Statistic(enum.Enum):
@@ -134,6 +135,10 @@ class RankInfo:
     group: str | None = None
     coords: Mapping[str, int] | None = None
     """Peer group and parallel coordinates (``topology``), when the job gave them."""
+    gpu_uuid: str | None = None
+    """The UUID of the rank's GPU (``identity.gpu_uuid``); None on CPU-only ranks."""
+    probe: ProbeResult | None = None
+    """The confirmation probe this rank ran for the report (``probe``), if asked."""
 
 
 def summary_statistics(s: Any, scale: float) -> dict[Statistic, float]:
@@ -204,6 +209,8 @@ def to_score_report(
                 wait_share=info.wait_share,
                 group=info.group,
                 coords=dict(info.coords) if info.coords else None,
+                gpu_uuid=info.gpu_uuid,
+                probe=None if info.probe is None else _probe_evidence(info.probe),
             )
         )
     if kernel_timing is None:
@@ -225,3 +232,7 @@ def to_score_report(
 def report_fields() -> list[str]:
     """``Report``'s field names in order (tests and docs pin them to NVRx's)."""
     return [f.name for f in dataclasses.fields(Report)]
+
+
+def _probe_evidence(result: ProbeResult) -> ProbeEvidence:
+    return ProbeEvidence.model_validate(result.to_wire())

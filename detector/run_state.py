@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from . import collectives, env, gather, identity
@@ -73,6 +74,10 @@ class RunState:
         """Sections any rank reported since initialize, in order (NVRx's name table)."""
         self.sequence = 0
         self.window_start = time.monotonic()
+        self.gpu_uuid: str | None = None
+        """This rank's GPU (``identity.gpu_uuid``), once a report found it."""
+        self._gpu_known = False
+        """True once the GPU is found, or no report can ever find one."""
         self.control: ControlExchange | None = None
         """Runtime control (``control_cycle``), when this run exchanges it."""
         self.tracker = IntervalTracker(
@@ -161,8 +166,25 @@ class RunState:
             if info.distributed and self.time_collectives and not collectives.installed():
                 self.guard.call("collectives.install", collectives.install, None)
             if self.payloads.rank_info.rank != info.global_rank:
-                self.payloads.rank_info = identity.rank_info(info, self.node_name, self._ray_node)
+                self.payloads.rank_info = identity.rank_info(
+                    info, self.node_name, self._ray_node, self.gpu_uuid
+                )
+        if not self._gpu_known:
+            self._find_gpu()
         return info
+
+    def _find_gpu(self) -> None:
+        """Name this rank's GPU in its payloads from the first report that finds CUDA in
+        use; read once, since a process keeps its device (a later ``set_device`` to
+        another GPU is not followed)."""
+        found = self.guard.call("identity.gpu_uuid", identity.gpu_uuid, None)
+        if found is None:
+            possible = self.guard.call("identity.gpu", identity.gpu_in_use_possible, False)
+            self._gpu_known = not possible
+            return
+        self._gpu_known = True
+        self.gpu_uuid = found
+        self.payloads.rank_info = replace(self.payloads.rank_info, gpu_uuid=found)
 
     def sync_step_time(self, local_s: float) -> float:
         """The interval tracker's agreement: the largest step time over the group."""

@@ -13,6 +13,12 @@ coordinates) and how much of the window it spent waiting in collectives
 (``waitShare``), so the controller can compare a rank with its peers and tell the rank
 the others wait for from the ones that wait. Version 1 reports still read: the new
 fields are optional and absent means "not known".
+
+Version 3 adds each rank's GPU identity (``gpuUuid``: the device's UUID as the driver
+reports it, ``GPU-…``), so the controller can remember how a GPU scored against its
+peers across jobs and restarts. It is the job's claim: the controller keys what it
+remembers by the node the API places the rank on, never by the report's word alone.
+Version 1 and 2 reports still read, without it.
 """
 
 from __future__ import annotations
@@ -38,9 +44,10 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped on any change a reader of an older version would misread. 2: per-rank
-``group``, ``coords``, ``waitShare``; ``summary.peers`` in the bounded form."""
+``group``, ``coords``, ``waitShare``; ``summary.peers`` in the bounded form. 3: per-rank
+``gpuUuid``."""
 
 K8S_STATUS_MAX_BYTES = 256 * 1024
 """Kubernetes status form must stay under this (etcd objects are limited to ~1.5 MiB and
@@ -59,6 +66,14 @@ MAX_COORDS = 8
 """Parallel dimensions a rank may carry (dp, pp, tp, cp, ep, vpp and a spare or two)."""
 
 MAX_COORD_VALUE = 1 << 20
+
+MAX_GPU_UUID = 80
+"""Longest GPU identity accepted: NVIDIA's are 40 characters (``GPU-`` and a UUID), MIG
+instances' 40 too (``MIG-…``); the rest is room for other vendors' forms."""
+
+GPU_UUID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+"""Letters, digits and ``-_.:`` only: the identity ends up in ConfigMap keys, metric
+labels and logs, where anything else would need escaping."""
 
 MAX_PEER_SUMMARIES = 64
 """Peer groups whose statistics a summary keeps (the largest first): at most ~25 KB, so
@@ -87,6 +102,9 @@ def _check_share(value: float | None) -> float | None:
 Share = Annotated[float | None, AfterValidator(_check_share)]
 CoordName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,15}$")]
 CoordValue = Annotated[int, Strict(), Field(ge=0, lt=MAX_COORD_VALUE)]
+GpuUuid = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_GPU_UUID, pattern=GPU_UUID_PATTERN)
+]
 
 
 class _Model(BaseModel):
@@ -147,6 +165,25 @@ class KernelTiming(_Model):
     """Section markers that never came: their entries' kernels count as unattributed."""
 
 
+Rate = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class ProbeEvidence(_Model):
+    """The confirmation probe's result on one rank (v3): throughputs of the same fixed
+    work on every rank (``detector.probe``), higher is faster; a part that did not run
+    is absent. Written by the job, like its scores: it only ever speaks for the nodes
+    the job's own pods run on."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    """The request it answers (``spec.control.probe.id``)."""
+    device: str = Field(pattern=r"^(cuda|cpu)$")
+    gemm_tflops: Rate | None = None
+    memory_gbps: Rate | None = None
+    h2d_gbps: Rate | None = Field(default=None, alias="h2dGbps")
+    cpu_gflops: Rate | None = None
+    elapsed_ms: Rate = 0.0
+
+
 class RankScores(_Model):
     rank: int = Field(ge=0)
     node: str = Field(min_length=1)
@@ -169,6 +206,10 @@ class RankScores(_Model):
     wait_share: Share = None
     """Share of the window spent waiting in collectives and point-to-point transfers
     (v2; None: not measured)."""
+    gpu_uuid: GpuUuid | None = None
+    """The UUID of the GPU this rank ran on (v3; None: no GPU, or not known)."""
+    probe: ProbeEvidence | None = None
+    """The confirmation probe, in the report that answers a request (v3)."""
 
     def worst_score(self) -> float | None:
         """Lowest score of any kind on this rank, or None when nothing was measured."""

@@ -138,3 +138,62 @@ def interleaved(step: Step, pairs: int, report_every: int = 500, seed: int = 7) 
         out["report_ms_median"] = med
         out["report_pct_at_default_interval"] = med / (REPORT_INTERVAL_S * 1e3) * 100
     return out
+
+
+def presence(step: Step, blocks: int = 10, steps: int = 300) -> dict[str, Any]:
+    """Whether a running detector slows the steps it does not time: blocks of ``steps``
+    with the detector initialized (plain and in-section steps alternating) and without
+    it (plain steps), alternated ABBA, each block from initialize to shutdown. The
+    per-step interleaving above cancels what every step of a process pays; this is that
+    part (a plain step's median with the detector running over one without)."""
+    import torch
+
+    from pacekeeper.detector import Detector
+
+    def timed(fn: Step) -> float:
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    def b() -> None:
+        with Detector.detection_section("step", profile_cuda=True):
+            step()
+
+    rows = []
+    for i in range(2 * blocks):
+        on = (i % 4) in (1, 2)  # off, on, on, off, ...
+        if on:
+            Detector.initialize(gather_on_rank0=True)
+        try:
+            for _ in range(20):
+                step()
+            torch.cuda.synchronize()
+            plain, inside = [], []
+            for j in range(steps):
+                if on and j % 2:
+                    inside.append(timed(b))
+                else:
+                    plain.append(timed(step))
+        finally:
+            if on:
+                Detector.shutdown()
+        rows.append(
+            {
+                "on": on,
+                "plain_ms": statistics.median(plain) * 1e3,
+                "section_ms": statistics.median(inside) * 1e3 if inside else None,
+            }
+        )
+    off = [r["plain_ms"] for r in rows if not r["on"]]
+    on_plain = [r["plain_ms"] for r in rows if r["on"]]
+    on_section = [r["section_ms"] for r in rows if r["on"]]
+    ratios = [p / q for p, q in zip(on_plain, off, strict=True)]
+    return {
+        "blocks": rows,
+        "plain_on_over_off_median": statistics.median(ratios),
+        "plain_on_over_off": ratios,
+        "section_on_over_off_median": statistics.median(
+            [s / q for s, q in zip(on_section, off, strict=True)]
+        ),
+    }

@@ -17,7 +17,7 @@ from typing import Any
 
 from .detector_diagnostics import flush_delivery, hook_costs
 from .entry_calls import marker_call_costs, sampled_call_costs
-from .interleaved import interleaved
+from .interleaved import interleaved, presence
 from .marker_diagnostics import marker_after_flush, stop_marker_variants
 from .mode_table import MODES
 from .paired import kernels_per_step, measure_mode
@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> None:
                 key = f"interleaved_{wname}"
                 result[key] = interleaved(steps[wname], args.interleaved_pairs)
                 print(key, json.dumps(result[key]), flush=True)
+                result[f"presence_{wname}"] = presence(steps[wname])
+                print(f"presence_{wname}", json.dumps(result[f"presence_{wname}"]), flush=True)
                 save(result, args.out)
         report_modes = [m for m in args.report_modes.split(",") if m]
         for wname in [w for w in args.report_workloads.split(",") if w]:

@@ -1,10 +1,10 @@
-"""The chart's values as pydantic models, and the generator of values.schema.json.
+"""The generator of values.schema.json, from the chart's pydantic models.
 
 Helm checks every install and upgrade against values.schema.json, so a bad value fails
 before anything reaches the cluster, with a message naming the key. The schema is
-generated, never edited: the chart-level keys come from the models below and the
-``policy`` key from ``pacekeeper.controller.core.policy.policy_json_schema()``, so the chart
-and the controller cannot disagree about what a valid policy is.
+generated, never edited: the chart-level keys come from the models in values_models.py
+and the ``policy`` key from ``pacekeeper.controller.core.policy.policy_json_schema()``, so
+the chart and the controller cannot disagree about what a valid policy is.
 
     python charts/pacekeeper/values_schema.py           # rewrite values.schema.json
     python charts/pacekeeper/values_schema.py --check   # exit 1 when the file is stale
@@ -17,290 +17,47 @@ and tests/chart checks that both refuse the same values.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from types import ModuleType
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel, to_snake
+from pydantic.alias_generators import to_camel
 
 from pacekeeper.controller.core.policy import (
-    API_VERSION,
-    KIND,
     PREREQUISITES,
     Ladder,
     PolicyDocument,
     ScoreKind,
-    parse_policy_document,
     policy_json_schema,
 )
 
 SCHEMA_PATH = Path(__file__).with_name("values.schema.json")
 VALUES_PATH = Path(__file__).with_name("values.yaml")
 
-Mode = Literal["observe", "dry-run", "enforce"]
-PullPolicy = Literal["Always", "IfNotPresent", "Never"]
-# Kubernetes resource quantities: "500m", "0.5", "128Mi", "1Gi", 2.
-Quantity = (
-    Annotated[
-        str,
-        Field(pattern=r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]i?|Ki)?$"),
-    ]
-    | Annotated[int, Field(ge=0)]
-    | Annotated[float, Field(ge=0)]
-)
-DnsLabel = Annotated[
-    str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-]
-StringMap = dict[str, str]
 
-
-class _Values(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class Image(_Values):
-    repository: str = Field(default="localhost/pacekeeper-controller", min_length=1)
-    tag: str = Field(default="", description="Image tag. Empty: the chart's appVersion.")
-    digest: str = Field(default="", pattern=r"^(sha256:[0-9a-f]{64})?$")
-    pull_policy: PullPolicy = "IfNotPresent"
-
-
-class ResourceList(_Values):
-    cpu: Quantity | None = None
-    memory: Quantity | None = None
-    ephemeral_storage: Quantity | None = Field(default=None, alias="ephemeral-storage")
-
-
-class Resources(_Values):
-    """Requests are required: an unrequested controller is the first pod evicted."""
-
-    requests: ResourceList
-    limits: ResourceList | None = None
-
-
-class LeaderElection(_Values):
-    enabled: bool = Field(default=True, description="Elect one active replica through a Lease.")
-
-
-class Logging(_Values):
-    format: Literal["json", "text"] = "json"
-    level: Literal["debug", "info", "warning", "error"] = "info"
-
-
-class Controller(_Values):
-    replicas: int = Field(
-        default=1, ge=1, description="Controller pods; > 1 needs leader election."
+def _load_models() -> ModuleType:
+    """values_models.py, beside this file, whether this runs as a script or is loaded by
+    path (tests/chart): registered in sys.modules, where pydantic resolves annotations."""
+    name = "pacekeeper_chart_values_models"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).with_name("values_models.py")
     )
-    image: Image = Image()
-    image_pull_secrets: list[dict[str, str]] = []
-    resources: Resources
-    security_context: dict[str, Any] = Field(description="Container securityContext.")
-    pod_security_context: dict[str, Any] = Field(description="Pod securityContext.")
-    leader_election: LeaderElection = LeaderElection()
-    logging: Logging = Logging()
-    workers: int | None = Field(
-        default=None,
-        ge=1,
-        le=64,
-        description="Reconciles in flight at once, never two of one job; null: the "
-        "controller's default (4).",
-    )
-    pod_annotations: StringMap = {}
-    pod_labels: StringMap = {}
-    priority_class_name: str = ""
-    node_selector: StringMap = {}
-    tolerations: list[dict[str, Any]] = []
-    affinity: dict[str, Any] = {}
-
-    @model_validator(mode="after")
-    def _replicas_need_leader_election(self) -> Self:
-        if self.replicas > 1 and not self.leader_election.enabled:
-            raise ValueError(
-                f"controller.replicas={self.replicas} needs controller.leaderElection.enabled="
-                "true: two active controllers would act twice"
-            )
-        return self
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-class Toggle(_Values):
-    enabled: bool
-
-
-class Actions(_Values):
-    notify: Toggle = Toggle(enabled=True)
-    restart_rank: Toggle = Toggle(enabled=False)
-    taint_node: Toggle = Toggle(enabled=False)
-    cordon_node: Toggle = Toggle(enabled=False)
-    drain_node: Toggle = Toggle(enabled=False)
-
-
-class ServiceAccount(_Values):
-    create: bool = True
-    name: str = Field(default="", max_length=253)
-    annotations: StringMap = {}
-
-    @model_validator(mode="after")
-    def _existing_needs_name(self) -> Self:
-        if not self.create and not self.name:
-            raise ValueError("serviceAccount.name is required when serviceAccount.create=false")
-        return self
-
-
-class ServiceMonitor(_Values):
-    enabled: bool = False
-    interval: str = Field(default="30s", pattern=r"^([0-9]+(ms|s|m|h|d|w|y))+$")
-    labels: StringMap = {}
-
-
-class PrometheusRule(_Values):
-    enabled: bool = False
-    labels: StringMap = {}
-
-
-class GrafanaDashboard(_Values):
-    enabled: bool = False
-    labels: StringMap = {"grafana_dashboard": "1"}
-    namespace: str = Field(default="", max_length=63)
-
-
-class MetricsNetworkPolicy(_Values):
-    enabled: bool = False
-    from_: list[dict[str, Any]] = Field(default=[], alias="from")
-
-
-class Metrics(_Values):
-    enabled: bool = True
-    port: int = Field(default=8080, ge=1024, le=65535)
-    service_monitor: ServiceMonitor = ServiceMonitor()
-    prometheus_rule: PrometheusRule = PrometheusRule()
-    network_policy: MetricsNetworkPolicy = MetricsNetworkPolicy()
-    grafana_dashboard: GrafanaDashboard = GrafanaDashboard()
-
-    @model_validator(mode="after")
-    def _monitoring_needs_metrics(self) -> Self:
-        if not self.enabled:
-            for key, part in (
-                ("serviceMonitor", self.service_monitor),
-                ("prometheusRule", self.prometheus_rule),
-                ("networkPolicy", self.network_policy),
-                ("grafanaDashboard", self.grafana_dashboard),
-            ):
-                if part.enabled:
-                    raise ValueError(f"metrics.{key}.enabled=true needs metrics.enabled=true")
-        return self
-
-
-class PodDisruptionBudget(_Values):
-    enabled: bool = False
-    min_available: Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=r"^[0-9]{1,3}%$")] = 1
-
-
-DnsSubdomain = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=253,
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
-    ),
-]
-
-
-class ReporterBinding(_Values):
-    """The training pods of one ServiceAccount: what they may report into."""
-
-    namespace: DnsLabel
-    service_account: DnsSubdomain
-    """The ServiceAccount the job's pods run as; give each job (or team) its own, since
-    RBAC cannot tell two jobs of one ServiceAccount apart."""
-    reports: list[DnsSubdomain] = []
-    """StragglerReports (one per job, named after it) whose status these pods may patch;
-    empty: every report of the namespace."""
-
-
-class ReporterRbac(_Values):
-    enabled: bool = False
-    bindings: list[ReporterBinding] = []
-
-    @model_validator(mode="after")
-    def _enabled_needs_bindings(self) -> Self:
-        if self.enabled and not self.bindings:
-            raise ValueError("reporterRbac.bindings is empty while reporterRbac.enabled=true")
-        seen: set[tuple[str, str]] = set()
-        for i, b in enumerate(self.bindings):
-            key = (b.namespace, b.service_account)
-            if key in seen:
-                raise ValueError(
-                    f"reporterRbac.bindings[{i}]: serviceAccount {b.service_account!r} in "
-                    f"namespace {b.namespace!r} is listed twice"
-                )
-            seen.add(key)
-        return self
-
-
-class PolicyValidation(_Values):
-    enabled: bool = True
-    timeout_s: int = Field(default=300, ge=10, le=3600)
-
-
-class TestImage(_Values):
-    repository: str = Field(default="busybox", min_length=1)
-    tag: str = Field(default="1.37", min_length=1)
-    pull_policy: PullPolicy = "IfNotPresent"
-
-
-class Tests(_Values):
-    image: TestImage = TestImage()
-
-
-class ChartValues(_Values):
-    """Top level of values.yaml."""
-
-    mode: Mode = Field(default="observe", description="observe | dry-run | enforce.")
-    name_override: str = Field(default="", max_length=40)
-    fullname_override: str = Field(default="", max_length=52)
-    controller: Controller
-    policy: dict[str, Any] = Field(
-        default_factory=dict, description="Policy document body; its schema is the controller's."
-    )
-    policy_validation: PolicyValidation = PolicyValidation()
-    actions: Actions = Actions()
-    service_account: ServiceAccount = ServiceAccount()
-    metrics: Metrics = Metrics()
-    pod_disruption_budget: PodDisruptionBudget = PodDisruptionBudget()
-    reporter_rbac: ReporterRbac = ReporterRbac()
-    tests: Tests = Tests()
-    # Parent charts pass `global` to every subchart.
-    global_: dict[str, Any] | None = Field(default=None, alias="global")
-
-    def policy_document(self) -> PolicyDocument:
-        """The document the chart renders into the policy ConfigMap, validated."""
-        owned = sorted(_CHART_OWNED_POLICY_KEYS & set(self.policy))
-        if owned:
-            raise ValueError(
-                f"policy.{owned[0]} is set by the chart (use the top-level value instead)"
-            )
-        data = {**self.policy, "apiVersion": API_VERSION, "kind": KIND, "mode": self.mode}
-        return parse_policy_document(data, "values.policy")
-
-    @model_validator(mode="after")
-    def _policy_within_granted_actions(self) -> Self:
-        document = self.policy_document()
-        if self.mode != "enforce":
-            return self
-        granted = {name for name, toggle in self.actions if toggle.enabled}
-        for name, policy in document.policies.items():
-            if policy.mode is not None and policy.mode.value != "enforce":
-                continue
-            for step in policy.ladder.enabled_steps():
-                if to_snake(step.value) not in granted:
-                    raise ValueError(
-                        f"policy.policies.{name}.ladder.{step.value}.enabled=true in enforce "
-                        f"mode needs actions.{step.value}.enabled=true (its RBAC)"
-                    )
-        return self
-
+_models = _load_models()
+Actions = _models.Actions
+ChartValues = _models.ChartValues
+_CHART_OWNED_POLICY_KEYS = _models.CHART_OWNED_POLICY_KEYS
 
 # The model validators above, restated as JSON schema for Helm. Each entry is
 # (where in the schema, the if/then block).
@@ -338,6 +95,34 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         },
     ),
     (
+        ("Metrics",),
+        {
+            "if": {"properties": {"access": {"const": "localhost"}}, "required": ["access"]},
+            "then": {
+                "properties": {"serviceMonitor": {"properties": {"enabled": {"const": False}}}}
+            },
+        },
+    ),
+    (
+        ("Metrics",),
+        {
+            "if": {"properties": {"access": {"const": "kubernetes"}}, "required": ["access"]},
+            "else": {"properties": {"scrapers": {"maxItems": 0}}},
+        },
+    ),
+    (
+        ("Tls",),
+        {
+            "if": {"properties": {"source": {"const": "secret"}}, "required": ["source"]},
+            "then": {
+                "properties": {
+                    "secret": {"properties": {"name": {"minLength": 1}}, "required": ["name"]}
+                },
+                "required": ["secret"],
+            },
+        },
+    ),
+    (
         ("ServiceAccount",),
         {
             "if": {"properties": {"create": {"const": False}}, "required": ["create"]},
@@ -352,6 +137,31 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         },
     ),
 ]
+
+
+# ChartValues._webhook_from_a_secret_needs_its_ca, for Helm.
+_WEBHOOK_FROM_A_SECRET_NEEDS_ITS_CA: dict[str, Any] = {
+    "if": {
+        "properties": {
+            "webhook": {"properties": {"enabled": {"const": True}}, "required": ["enabled"]},
+            "tls": {"properties": {"source": {"const": "secret"}}, "required": ["source"]},
+        },
+        "required": ["webhook", "tls"],
+    },
+    "then": {
+        "properties": {
+            "tls": {
+                "properties": {
+                    "secret": {
+                        "properties": {"caBundle": {"minLength": 1}},
+                        "required": ["caBundle"],
+                    }
+                },
+                "required": ["secret"],
+            }
+        }
+    },
+}
 
 
 def value_comments(values_yaml: str) -> dict[tuple[str, ...], str]:
@@ -478,9 +288,6 @@ def _rewrite_refs(node: Any, old_prefix: str, new_prefix: str) -> Any:
     return node
 
 
-_CHART_OWNED_POLICY_KEYS = frozenset({"apiVersion", "kind", "mode"})
-
-
 def embed_policy_schema(schema: dict[str, Any], policy_schema: dict[str, Any]) -> dict[str, Any]:
     """Put the controller's policy schema under ``properties.policy``.
 
@@ -575,6 +382,7 @@ def build_schema(policy_schema: dict[str, Any]) -> dict[str, Any]:
         schema["$defs"][name].setdefault("allOf", []).extend(rules)
     schema["properties"]["policy"].setdefault("allOf", []).extend(_document_rules())
     schema["allOf"] = [_ladder_needs_granted_action(to_camel(a)) for a in Actions.model_fields]
+    schema["allOf"].append(_WEBHOOK_FROM_A_SECRET_NEEDS_ITS_CA)
     # Helm validates the merged values, so every default is present: the top-level
     # keys the chart needs are required (a null override that deletes one fails here).
     schema["required"] = sorted({"mode", "controller", "actions", "metrics", "policy"})

@@ -50,6 +50,18 @@ class KubeApi:
             )
         )
 
+    def patch_report(self, namespace: str, name: str, patch: Body) -> None:
+        """Merge-patch a StragglerReport's spec (``spec.control``: what the job applies)."""
+        from kubernetes import client
+
+        from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
+
+        resp: Any = client.CustomObjectsApi(self._core.api_client).patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, patch,
+            _content_type=MERGE_PATCH, _preload_content=False, _request_timeout=self._timeout,
+        )  # fmt: skip
+        resp.data  # noqa: B018 (read: the connection goes back to the pool)
+
     def read_pod(self, namespace: str, name: str) -> Body:
         return self._json(
             self._core.read_namespaced_pod(

@@ -34,7 +34,7 @@ class KubernetesActuators:
     ) -> None:
         self.owner = owner
         self.settings = settings or RetrySettings()
-        api = KubeApi(api_client, request_timeout_s=self.settings.request_timeout_s)
+        api = self.api = KubeApi(api_client, request_timeout_s=self.settings.request_timeout_s)
         self.events = EventRecorder(api, settings=self.settings, sleep=sleep, instance=instance)
         self.nodes = NodeActuator(api, self.events, settings=self.settings, sleep=sleep)
         self.pods = PodActuator(

@@ -12,6 +12,7 @@ from pacekeeper.controller.cli.policy import policy_app
 from pacekeeper.controller.cli.ray_controller import ray_controller
 from pacekeeper.controller.cli.status import status_app
 from pacekeeper.controller.cli.traces import export_app, trace_app
+from pacekeeper.controller.cli.webhook import webhook_cli
 
 app = typer.Typer(no_args_is_help=True, help="pacekeeper: find slow ranks and act on them, safely.")
 app.add_typer(policy_app, name="policy")
@@ -19,6 +20,7 @@ app.add_typer(operator_app, name="operator")
 app.add_typer(trace_app, name="trace")
 app.add_typer(export_app, name="export")
 app.add_typer(status_app, name="status")
+app.add_typer(webhook_cli, name="webhook")
 app.command("ray-controller")(ray_controller)
 
 
@@ -51,20 +53,47 @@ def simulate(  # noqa: PLR0917 - one parameter per option
     policy: Annotated[Path | None, typer.Option(help="Policy YAML.")] = None,
     fault: Annotated[
         str | None,
-        typer.Option(help="Instead of --scenario: gpu, node, throttling or link."),
+        typer.Option(help="Instead of --scenario: gpu, node, throttling, link or host."),
     ] = None,
     slowdown: Annotated[float, typer.Option(help="With --fault: 0.1 = 10% slower.")] = 0.2,
     count: Annotated[int, typer.Option(help="With --fault: GPUs (nodes for node/link) hit.")] = 1,
     start: Annotated[
         float | None, typer.Option(help="With --fault: seconds from the start (default: 1/3 in).")
     ] = None,
+    ramp: Annotated[
+        float | None, typer.Option(help="Ramp the fault in over this many seconds.")
+    ] = None,
+    drift_scale: Annotated[
+        float | None, typer.Option(help="Drift amplitude times this (model: 1).")
+    ] = None,
+    jitter_scale: Annotated[
+        float | None, typer.Option(help="Jitter times this (model: 1).")
+    ] = None,
+    restart_at: Annotated[
+        list[float] | None, typer.Option(help="Restart the job at this second (repeatable).")
+    ] = None,
+    pauses: Annotated[bool, typer.Option(help="Add job-wide eval/checkpoint/GC pauses.")] = False,
 ) -> None:
     """Simulate a job with a straggler scenario through the real scoring and decision core."""
     from pacekeeper.controller.simulation.commands import simulate_command
 
     custom = None if fault is None else (fault, slowdown, count, start)
     raise typer.Exit(
-        simulate_command(scenario, ranks, duration, seed, plot, trace, policy, custom=custom)
+        simulate_command(
+            scenario,
+            ranks,
+            duration,
+            seed,
+            plot,
+            trace,
+            policy,
+            custom=custom,
+            ramp_s=ramp,
+            drift_scale=drift_scale,
+            jitter_scale=jitter_scale,
+            restart_at_s=tuple(restart_at or ()),
+            pauses=pauses,
+        )
     )
 
 

@@ -91,6 +91,32 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def _metrics_access(value: str, tls_dir: Path | None, port: int) -> Any:
+    from pacekeeper.controller.runtime.metrics_serving import MetricsAccess
+
+    try:
+        access = MetricsAccess(value)
+    except ValueError:
+        allowed = ", ".join(a.value for a in MetricsAccess)
+        raise typer.BadParameter(
+            f"{value!r} is not one of {allowed}", param_hint="--metrics-access"
+        ) from None
+    if port and access is MetricsAccess.KUBERNETES:
+        if tls_dir is None:
+            raise typer.BadParameter(
+                "--metrics-access kubernetes needs --metrics-tls-dir: bearer tokens are never "
+                "accepted over plain HTTP",
+                param_hint="--metrics-tls-dir",
+            )
+        from pacekeeper.controller.runtime.tls import CertificateError, ServingCertificate
+
+        try:
+            ServingCertificate.from_directory(tls_dir)
+        except CertificateError as e:
+            raise typer.BadParameter(str(e), param_hint="--metrics-tls-dir") from None
+    return access
+
+
 @operator_app.command("run")
 def run_command(  # noqa: PLR0917 (one parameter per option)
     policy: Annotated[Path, typer.Option(help="Policy document (YAML).", exists=False)],
@@ -107,6 +133,21 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
     ),
     identity: Annotated[str | None, typer.Option(envvar="PACEKEEPER_POD_NAME")] = None,
     metrics_port: Annotated[int, typer.Option(help="0 turns the metrics endpoint off.")] = 0,
+    metrics_access: Annotated[
+        str,
+        typer.Option(
+            help="kubernetes: HTTPS, each scrape's bearer token checked by TokenReview and "
+            "SubjectAccessReview (get /metrics) | localhost: plain HTTP on 127.0.0.1 only | "
+            "open: plain HTTP on every address, no authentication."
+        ),
+    ] = "localhost",
+    metrics_tls_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Directory with tls.crt and tls.key (a mounted kubernetes.io/tls Secret; "
+            "reloaded when it changes). Required with --metrics-access kubernetes."
+        ),
+    ] = None,
     log_format: Annotated[str, typer.Option(help="json | text")] = "json",
     log_level: Annotated[str, typer.Option(envvar="PACEKEEPER_LOG_LEVEL")] = "info",
     resync_s: Annotated[float, typer.Option(help="Re-reconcile every job this often.")] = 30.0,
@@ -157,6 +198,7 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
             ) from None
     if metrics_port < 0 or metrics_port > 65535:
         raise typer.BadParameter(f"{metrics_port} is not a port", param_hint="--metrics-port")
+    access = _metrics_access(metrics_access, metrics_tls_dir, metrics_port)
     if on_invalid_policy not in ("exit", "wait"):
         raise typer.BadParameter(
             f"{on_invalid_policy!r} is not one of exit, wait", param_hint="--on-invalid-policy"
@@ -175,6 +217,8 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
         lease_name=lease_name,
         resync_s=resync_s,
         metrics_port=metrics_port,
+        metrics_access=access,
+        metrics_tls_dir=metrics_tls_dir,
         workers=workers,
     )
     try:

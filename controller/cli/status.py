@@ -4,7 +4,8 @@ verdict and its reason, the marks it holds and the budget it used (docs/status.m
 Kubernetes: the StragglerReports (through the kubeconfig) and the controller's state
 ConfigMaps in its namespace (``pacekeeper-job-<hash>``, ``pacekeeper-state``). Ray: the
 ScoreBoard and the signed state in the GCS. Reads only; ``--watch`` redraws every
-``--interval-s``.
+``--interval-s``. ``--hardware`` shows the memory of hardware instead: every remembered
+GPU, its learned speed factor and its slow history (``pacekeeper-hardware-NNN``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from pacekeeper.controller.cli.status_view import JobStatus, job_status, status_table, watch_view
+from pacekeeper.controller.cli.status_view import (
+    JobStatus,
+    hardware_table,
+    job_status,
+    status_table,
+    watch_view,
+)
 
 status_app = typer.Typer(
     no_args_is_help=True, help="Show each job's worst ranks, verdict, marks and budgets."
@@ -58,6 +65,21 @@ def kubernetes_rows(api_client: Any, namespace: str, now: datetime) -> list[JobS
     return rows
 
 
+def kubernetes_hardware(api_client: Any, namespace: str, now: datetime) -> dict[str, Any]:
+    """The memory of hardware the controller in ``namespace`` keeps, as ``view`` shows it."""
+    from pacekeeper.controller.runtime.state_store import StateStore
+
+    return hardware_view(StateStore(api_client, namespace=namespace).hardware.load(), now)
+
+
+def hardware_view(memory: Any, now: datetime) -> dict[str, Any]:
+    # The decayed counts use the default half-life: the CLI does not read the policy.
+    from pacekeeper.controller.core.hardware_views import view
+    from pacekeeper.controller.core.policy import HardwareMemorySettings
+
+    return view(memory, now, HardwareMemorySettings())
+
+
 def _key_of(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
@@ -72,6 +94,16 @@ def ray_rows(board: Any, state: Any, get: Callable[[Any], Any], now: datetime) -
         wire = get(board.latest.remote(job))
         rows.append(job_status(job, wire, state.jobs.get(job), [], state.cluster, now))
     return rows
+
+
+def _show_hardware(read: Callable[[], dict[str, Any]], title: str, output: Output) -> None:
+    from rich.console import Console
+
+    memory = read()
+    if output is Output.JSON:
+        typer.echo(json.dumps(memory, indent=2, default=str))
+        return
+    Console().print(hardware_table(memory, title))
 
 
 def _show(
@@ -100,10 +132,13 @@ def _show(
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Redraw, with a rank heatmap.")]
 Every = Annotated[float, typer.Option(min=0.2, help="Seconds between redraws (--watch).")]
 Out = Annotated[Output, typer.Option("--output", "-o", help="table | json")]
+Hardware = Annotated[
+    bool, typer.Option("--hardware", help="Show the memory of hardware: every remembered GPU.")
+]
 
 
 @status_app.command("kubernetes")
-def status_kubernetes(
+def status_kubernetes(  # noqa: PLR0917 - one parameter per option
     namespace: Annotated[
         str, typer.Option(envvar="PACEKEEPER_NAMESPACE", help="The controller's namespace.")
     ] = "pacekeeper",
@@ -111,6 +146,7 @@ def status_kubernetes(
     output: Out = Output.TABLE,
     watch: Watch = False,
     interval_s: Every = 5.0,
+    hardware: Hardware = False,
 ) -> None:
     """Jobs with a StragglerReport and what the controller decided about each."""
     from pacekeeper.controller.cli.operator import KubeConfigError, _api_client
@@ -119,6 +155,17 @@ def status_kubernetes(
         api = _api_client(kubeconfig)
     except KubeConfigError as e:
         raise _fail(str(e)) from None
+    title = f"pacekeeper status (controller namespace {namespace})"
+    if hardware:
+
+        def memory() -> dict[str, Any]:
+            try:
+                return kubernetes_hardware(api, namespace, datetime.now(UTC))
+            except Exception as e:  # the client's errors, and a memory it cannot read
+                raise _fail(f"cannot read the memory of hardware: {e}") from None
+
+        _show_hardware(memory, f"{title}: memory of hardware", output)
+        return
 
     def read() -> list[JobStatus]:
         try:
@@ -126,11 +173,11 @@ def status_kubernetes(
         except Exception as e:  # the client raises ApiException, urllib3 errors, timeouts
             raise _fail(f"cannot read reports or state: {e}") from None
 
-    _show(read, f"pacekeeper status (controller namespace {namespace})", output, watch, interval_s)
+    _show(read, title, output, watch, interval_s)
 
 
 @status_app.command("ray")
-def status_ray(
+def status_ray(  # noqa: PLR0917 - one parameter per option
     address: Annotated[str, typer.Option(help="Ray address.")] = "auto",
     state_key_file: Annotated[
         Path | None, typer.Option(help="HMAC key of the Ray-side controller's state.")
@@ -138,6 +185,7 @@ def status_ray(
     output: Out = Output.TABLE,
     watch: Watch = False,
     interval_s: Every = 5.0,
+    hardware: Hardware = False,
 ) -> None:
     """Jobs on the ScoreBoard and the Ray-side controller's state of each."""
     try:
@@ -154,6 +202,11 @@ def status_ray(
         store = KvStateStore.from_key_file(state_key_file)
     except (ConnectionError, ValueError, RuntimeError, OSError) as e:
         raise _fail(f"cannot reach the ScoreBoard: {e}") from None
+
+    if hardware:
+        memory = lambda: hardware_view(store.load().hardware, datetime.now(UTC))  # noqa: E731
+        _show_hardware(memory, "pacekeeper status (Ray): memory of hardware", output)
+        return
 
     def read() -> list[JobStatus]:
         return ray_rows(board, store.load(), ray.get, datetime.now(UTC))

@@ -194,3 +194,24 @@ def watch_view(rows: Sequence[JobStatus], title: str) -> Group:
         parts.append(heat_row(s.scores))
     parts.append(Text(f"■ at pace  ▓ below {RECOVER_SHOWN}  █ below {ACT_SHOWN}  · not measured"))
     return Group(*parts)
+
+
+def hardware_table(memory: Mapping[str, Any], title: str) -> Table:
+    """One row per remembered GPU (``hardware_views.view``'s form)."""
+    t = Table(title=f"{title}: {memory.get('nodes', 0)} node(s), {memory.get('gpus', 0)} GPU(s)")
+    for col in ("node", "gpu", "factor", "windows", "slow share", "slow in jobs", "last seen"):
+        t.add_column(col, overflow="fold")
+    for node, gpus in (memory.get("byNode") or {}).items():
+        for uuid, g in gpus.items():
+            factor = g.get("factor")
+            slow = ", ".join(g.get("slowJobs") or ()) or "-"
+            t.add_row(
+                node,
+                uuid,
+                "-" if factor is None else f"{factor:.3f}",
+                f"{g.get('windows', 0):g}",
+                f"{g.get('slowShare', 0.0):.2f}",
+                Text(slow, style="bold red") if g.get("slowHistory") else Text(slow),
+                str(g.get("lastSeen", "-")),
+            )
+    return t

@@ -117,7 +117,18 @@ class Digest:
     reported_below: frozenset[int] | None = None
     """Ranks below ``act`` on the scores as reported, victims left out (``peers``);
     None: the same as ``below``."""
+    gpu_ratio: list[float | None] | None = None
+    """Per listed rank (report order), its GPU relative score over its peers' median
+    (``peers.Judged.gpu_ratio``), when the report was judged with the memory of
+    hardware; None otherwise."""
     _listed: set[int] | None = None
+
+    def gpus_of(self, ranks: Sequence[int]) -> tuple[str, ...]:
+        """The GPUs ``ranks`` name in the report, in rank order (off the hot path)."""
+        wanted = set(ranks)
+        return tuple(
+            dict.fromkeys(r.gpu_uuid for r in self.report.ranks if r.rank in wanted and r.gpu_uuid)
+        )
 
     def measured_ranks(self) -> set[int]:
         """Listed ranks with a usable score (below or not)."""
@@ -188,16 +199,19 @@ def samples_getter(sel: ScoreSelector) -> Callable[[RankScores], int]:
             assert_never(sel.kind)
 
 
-def digest(report: ScoreReport, policy: Policy) -> Digest:
+def digest(
+    report: ScoreReport, policy: Policy, calibration: peers.GpuCalibration | None = None
+) -> Digest:
     """Classify every rank of one report against the policy's thresholds, each judged
-    against its peers as ``policy.score.reference`` says (``peers.judge``).
+    against its peers as ``policy.score.reference`` says (``peers.judge``), with its
+    GPU's learned speed factor when ``calibration`` is given (``hardware_memory``).
 
     A rank without the selected score, or with fewer than ``minSamples`` samples, is
     Unknown. In a truncated (compact) report an absent rank counts as at or above the
     threshold only when its node's minimum (over every score kind, so a lower bound of
     the selected one) is; otherwise it is Unknown too.
     """
-    judged = peers.judge(report, policy, score_getter(policy.score))
+    judged = peers.judge(report, policy, score_getter(policy.score), calibration)
     samples = samples_getter(policy.score)
     act = policy.thresholds.act
     min_samples = policy.persistence.min_samples
@@ -264,6 +278,7 @@ def digest(report: ScoreReport, policy: Policy) -> Digest:
         victims=judged.victims,
         culprits=judged.culprits,
         reported_below=judged.reported_below,
+        gpu_ratio=judged.gpu_ratio,
     )
 
 

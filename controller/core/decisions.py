@@ -48,6 +48,8 @@ class Reason(StrEnum):
     UNTRUSTED_REPORT = "UntrustedReport"
     UNBOUND_REPORT = "UnboundReport"
     ACTION_FAILED = "ActionFailed"
+    AWAITING_PROBE = "AwaitingProbe"
+    PROBE_CLEARED = "ProbeCleared"
 
 
 JOB_SUBJECT = "job"

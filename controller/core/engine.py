@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from pacekeeper.controller.core import job_decisions, job_window, mark_records
+from pacekeeper.controller.core import hardware_memory, job_decisions, job_window, mark_records
 from pacekeeper.controller.core.decisions import Decision
 from pacekeeper.controller.core.job_decisions import EVIDENCE_RANKS_CAP, REGROUPING_ACTIONS
 from pacekeeper.controller.core.mark_records import CONFIRM_GRACE
@@ -50,6 +50,7 @@ class Outcome:
 def decide(window: Window, state: State, policies: PolicyDocument, now: datetime) -> Outcome:
     """Decide on every job in ``window``; jobs not in it keep their state untouched."""
     run = Run(policies, now, state, window.cluster)
+    run.hardware = hardware_memory.aged(run.hardware, now, policies.hardware_memory)
     mark_records.reconcile(run)
     for jv in sorted(window.jobs, key=lambda j: j.key):
         ctx = job_window.open_job(run, jv)
@@ -63,6 +64,6 @@ def decide(window: Window, state: State, policies: PolicyDocument, now: datetime
         run.jobs[jv.key] = ctx.state
     return Outcome(
         decisions=tuple(run.decisions),
-        next_state=State(jobs=run.jobs, cluster=run.cluster),
+        next_state=State(jobs=run.jobs, cluster=run.cluster, hardware=run.hardware),
         recheck_at=min(run.rechecks) if run.rechecks else None,
     )

@@ -15,14 +15,21 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, assert_never
 
-from pacekeeper.controller.core import budgets, mark_records
+from pacekeeper.controller.core import (
+    budgets,
+    hardware_memory,
+    hardware_views,
+    mark_records,
+    probe_check,
+)
 from pacekeeper.controller.core.attribution import Digest, NodeFinding, attribute, imbalance_of
 from pacekeeper.controller.core.attribution import Verdict as Attributed
 from pacekeeper.controller.core.decisions import Reason, Verdict, node_subject
-from pacekeeper.controller.core.ids import Rank
+from pacekeeper.controller.core.ids import NodeName, Rank
 from pacekeeper.controller.core.ladder import Exhausted, Take, Wait, next_move
 from pacekeeper.controller.core.observations import MARK_OF_ACTION
 from pacekeeper.controller.core.policy import DISRUPTIVE_ACTIONS, NODE_ACTIONS, ActionKind
+from pacekeeper.controller.core.policy_hardware import Confirm
 from pacekeeper.controller.core.run import JobRun, Run
 from pacekeeper.controller.core.state import ActionStamp, LadderState, Streak
 
@@ -150,6 +157,17 @@ def _candidate(
         run.node_hold(ctx, f.node, None, Reason.NOT_PERSISTENT, ev)
         return
     ev["ranks"] = persistent
+    gpus = d.gpus_of(persistent)
+    elsewhere: dict[str, list[str]] = {}
+    if gpus:
+        # What the memory holds of these GPUs is evidence; slow in another job too, it is
+        # the hardware (no rank restart helps).
+        ev["gpus"] = hardware_views.describe(
+            run.hardware, f.node, gpus, run.now, run.doc.hardware_memory
+        )
+        elsewhere = hardware_memory.slow_elsewhere(run.hardware, f.node, gpus, ctx.view.key)
+        if elsewhere:
+            ev["slowElsewhere"] = elsewhere
     lad = ctx.state.ladders.get(f.node)
     if (
         lad is not None
@@ -158,7 +176,8 @@ def _candidate(
     ):
         run.node_hold(ctx, f.node, ActionKind.DRAIN_NODE, Reason.PDB_BLOCKED, ev)
         return
-    move = next_move(lad, ctx.policy.ladder, f.kind, run.now)
+    hardware = bool(elsewhere) and ctx.policy.hardware.slow_elsewhere_skips_restart
+    move = next_move(lad, ctx.policy.ladder, f.kind, run.now, hardware=hardware)
     match move:
         case Wait(step=step, until=until):
             ev["until"] = until.isoformat()
@@ -167,9 +186,45 @@ def _candidate(
         case Exhausted(step=step):
             run.node_hold(ctx, f.node, step, Reason.LADDER_EXHAUSTED, ev)
         case Take(step=step, attempt=attempt):
+            if step in NODE_ACTIONS and ctx.policy.confirm is Confirm.PROBE:
+                lad = _confirmed(run, ctx, d, f.node, persistent, step, lad, ev)
+                if lad is None:
+                    return
             _take(run, ctx, d=d, f=f, ranks=persistent, step=step, attempt=attempt, lad=lad, ev=ev)
         case _:
             assert_never(move)
+
+
+def _confirmed(  # noqa: PLR0917 (the candidate's context, passed on)
+    run: Run,
+    ctx: JobRun,
+    d: Digest,
+    node: NodeName,
+    ranks: list[int],
+    step: ActionKind,
+    lad: LadderState | None,
+    ev: dict[str, Any],
+) -> LadderState | None:
+    """``confirm: probe``: the ladder to take the node step with, or None (held here:
+    asked and waiting, or cleared by the answer). Off enforce mode nothing is asked."""
+    lad = lad or LadderState(started_at=run.now)
+    if not ctx.enforce:
+        ev["probe"] = {"wouldAsk": lad.probe_confirmed is None}
+        return lad
+    g = probe_check.gate(
+        lad, d.report, ranks, ctx.policy.probe, job=ctx.view.key, node=node, now=run.now
+    )
+    ev |= g.evidence
+    ladders = dict(ctx.state.ladders)
+    ladders[node] = g.ladder
+    ctx.state = replace(ctx.state, ladders=ladders)
+    if g.proceed:
+        return g.ladder
+    assert g.reason is not None
+    run.node_hold(ctx, node, step, g.reason, ev)
+    if g.recheck is not None:
+        run.rechecks.append(g.recheck)
+    return None
 
 
 def _take(
@@ -232,7 +287,7 @@ def _take(
             assert_never(step)
     simulated = not ctx.enforce
     ladders = dict(ctx.state.ladders)
-    ladders[node] = lad.advanced(step, run.now, simulated=simulated)
+    ladders[node] = lad.advanced(step, run.now, simulated=simulated, gpus=d.gpus_of(ranks))
     ctx.state = replace(ctx.state, ladders=ladders)
     if step in DISRUPTIVE_ACTIONS:
         stamp = ActionStamp(run.now, job, simulated)

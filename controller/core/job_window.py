@@ -12,11 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from pacekeeper.controller.core import mark_records
+from pacekeeper.controller.core import hardware_memory, mark_records
 from pacekeeper.controller.core.attribution import Digest, digest
 from pacekeeper.controller.core.decisions import JOB_SUBJECT, Reason, Verdict
-from pacekeeper.controller.core.ids import Rank
+from pacekeeper.controller.core.hardware_memory import Observation
+from pacekeeper.controller.core.ids import NodeName, Rank
 from pacekeeper.controller.core.observations import JobView, RejectedReport
+from pacekeeper.controller.core.peers import GpuCalibration
 from pacekeeper.controller.core.policy import Mode
 from pacekeeper.controller.core.run import JobRun, Run
 from pacekeeper.controller.core.state import JobState, Streak
@@ -96,14 +98,15 @@ def read_window(run: Run, ctx: JobRun) -> Digest | None:
         ctx.state = replace(ctx.state, last_report_at=r.generated_at)
         if r.generated_at < warm_until:
             continue
-        d = digest(r, policy)
+        d = digest(r, policy, _calibration(run, ctx, r))
+        _remember(run, ctx, d)
         _absorb(ctx, d)
         latest_digest = d if r is latest else latest_digest
     if latest.generated_at < warm_until:
         run.job_hold(ctx, Reason.WARMING_UP, {"until": warm_until.isoformat()})
         run.rechecks.append(warm_until)
         return None
-    return latest_digest or digest(latest, policy)
+    return latest_digest or digest(latest, policy, _calibration(run, ctx, latest))
 
 
 def _job_opted_out(run: Run, jv: JobView) -> bool:
@@ -123,6 +126,54 @@ def _warm_until(ctx: JobRun) -> datetime:
     if ctx.state.regrouped_at is not None:
         until = max(until, ctx.state.regrouped_at + timedelta(seconds=w.after_action_s))
     return until
+
+
+def _calibration(run: Run, ctx: JobRun, report: ScoreReport) -> GpuCalibration | None:
+    return hardware_memory.calibration(
+        run.hardware, report, run.doc.hardware_memory, ctx.policy.hardware
+    )
+
+
+def _remember(run: Run, ctx: JobRun, d: Digest) -> None:
+    """Teach the memory of hardware what this report says of each GPU it names (before
+    the report moves the job's streaks). A rank below now or in a streak, on a node the
+    job's ladder is on or that carries our marks, is flagged: it teaches no calibration,
+    so a failing GPU cannot make its failure its normal."""
+    settings = run.doc.hardware_memory
+    if d.gpu_ratio is None or not settings.enabled:
+        return
+    js = ctx.state
+    marked = frozenset(n for n, ns in run.cluster.nodes.items() if ns.marks)
+    observations = [
+        Observation(
+            node=NodeName(r.node),
+            uuid=r.gpu_uuid,
+            ratio=ratio,
+            flagged=(
+                r.rank in d.below
+                or Rank(r.rank) in js.streaks
+                or r.node in js.ladders
+                or r.node in marked
+            ),
+        )
+        for r, ratio in zip(d.report.ranks, d.gpu_ratio, strict=True)
+        if r.gpu_uuid is not None and ratio is not None
+    ]
+    if not observations:
+        return
+    start = ctx.view.started_at or js.first_seen_at
+    since = max(start, js.regrouped_at) if js.regrouped_at is not None else start
+    run.hardware = hardware_memory.observe(
+        run.hardware,
+        observations,
+        job=ctx.view.key,
+        since=since,
+        at=d.at,
+        window_s=d.report.window_s,
+        settings=settings,
+        protected=marked,
+        turn=d.sequence,
+    )
 
 
 def _absorb(ctx: JobRun, d: Digest) -> None:

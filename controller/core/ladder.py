@@ -3,7 +3,8 @@
 notify -> restartRank -> taintNode -> drainNode -> cordonNode; disabled steps are skipped,
 each step waits ``timeoutS`` for an effect, is repeated up to ``maxAttempts`` times, then
 the next enabled step follows. When every rank of a node is slow, restarting one rank
-is pointless and the ladder skips ``restartRank``.
+is pointless and the ladder skips ``restartRank``; so it does when the slow rank's GPU is
+remembered slow in another job (``hardware_memory``): the hardware, not the rank.
 """
 
 from __future__ import annotations
@@ -36,16 +37,26 @@ class Exhausted:
 Move = Take | Wait | Exhausted
 
 
-def applicable_steps(ladder: Ladder, finding: Finding) -> tuple[ActionKind, ...]:
+def applicable_steps(
+    ladder: Ladder, finding: Finding, *, hardware: bool = False
+) -> tuple[ActionKind, ...]:
     steps: tuple[ActionKind, ...] = ladder.enabled_steps()
-    if finding is Finding.NODE:
+    if finding is Finding.NODE or hardware:
         steps = tuple(s for s in steps if s is not ActionKind.RESTART_RANK)
     return steps
 
 
-def next_move(state: LadderState | None, ladder: Ladder, finding: Finding, now: datetime) -> Move:
-    """The next move for a subject that is (still) persistently below the threshold."""
-    steps = applicable_steps(ladder, finding)
+def next_move(
+    state: LadderState | None,
+    ladder: Ladder,
+    finding: Finding,
+    now: datetime,
+    *,
+    hardware: bool = False,
+) -> Move:
+    """The next move for a subject that is (still) persistently below the threshold;
+    ``hardware``: its GPU is known slow elsewhere, so no rank restart."""
+    steps = applicable_steps(ladder, finding, hardware=hardware)
     if state is None or state.step is None:
         return Take(steps[0], 1) if steps else Exhausted(None)
     current = state.step

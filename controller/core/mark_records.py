@@ -18,6 +18,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from pacekeeper.controller.core import hardware_memory
 from pacekeeper.controller.core.attribution import Digest
 from pacekeeper.controller.core.decisions import Reason, Verdict, node_subject
 from pacekeeper.controller.core.ids import JobKey, NodeName
@@ -190,17 +191,40 @@ def maybe_recover(run: Run, ctx: JobRun, d: Digest, node: NodeName) -> None:
             run.rechecks.append(expires)
         return  # the job left the node: its marks stay for a human
     since = lad.recovering_since
+    pending: dict[str, Any] = {}
     if (
         lad.recover_count >= rc.consecutive_reports
         and since is not None
         and (run.now - since).total_seconds() >= rc.hold_s
     ):
-        release(run, ctx, node, Reason.RECOVERED, ev)
-        return
-    if since is not None:
+        pending = _gpus_unrecovered(run, ctx, node)
+        if not pending:
+            release(run, ctx, node, Reason.RECOVERED, ev)
+            return
+        # The node's ranks look fine, but the GPU the steps were taken for has not scored
+        # well against its peers since: a restart's fresh baseline is no recovery.
+        ev |= {"cause": "gpuNotRecovered", "gpus": pending}
+    if since is not None and not pending:
+        # A GPU still to recover needs new windows, not time: only a new report helps.
         run.rechecks.append(since + timedelta(seconds=rc.hold_s))
     ev["nodeState"] = state
     run.node_hold(ctx, node, None, Reason.AWAITING_EFFECT, ev)
+
+
+def _gpus_unrecovered(run: Run, ctx: JobRun, node: NodeName) -> dict[str, Any]:
+    """The ladder's suspect GPUs on ``node`` that have not yet recovered against their
+    peers (empty: none, or the policy or the document does not ask for it)."""
+    lad = ctx.state.ladders[node]
+    if not (lad.gpus and ctx.policy.hardware.gpu_recovery and run.doc.hardware_memory.enabled):
+        return {}
+    return hardware_memory.unrecovered(
+        run.hardware,
+        node,
+        lad.gpus,
+        after=lad.last_action_at or lad.started_at,
+        need=ctx.policy.recovery.consecutive_reports,
+        recover=ctx.policy.thresholds.recover,
+    )
 
 
 def _marks_held(run: Run, job: JobKey, node: NodeName) -> list[MarkKind]:

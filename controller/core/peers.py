@@ -42,6 +42,17 @@ on them (victims left out), the job is slow as a whole — typically a section t
 a collective, where everyone but the rank they wait for looks slow — and
 ``attribution`` calls it job-wide before any rank is judged against its peers.
 
+With the memory of hardware (``hardware_memory``, reports carrying ``gpuUuid``) each
+listed rank also gets its GPU's *ratio* — its GPU relative score over its peers' median,
+uncapped, what the memory learns from — and a ``GpuCalibration``: the GPU's learned speed
+factor divides its GPU relative score before it is compared with its peers (the peers'
+scores divided by theirs), so a GPU that is always 6 % slower than the median of its
+model judges at 1.0 when it runs as it always does (and, as reported, against the
+fastest rank so divided: the spread is no job-wide slowdown). Under ``gpuIndividual`` the policy
+may also judge a GPU by that calibrated relative score (``peer_check``), where its
+factor is known or it is slower than any factor could be: a GPU slow from the job's
+start has a slow individual baseline, and only its peers say so.
+
 Separate from ``attribution`` so that its per-rank loop stays one pass over values
 computed here in bulk (numpy, batched over groups of equal size).
 """
@@ -78,6 +89,22 @@ MAD_TO_SIGMA = 1.4826
 
 
 @dataclass(frozen=True, slots=True)
+class GpuCalibration:
+    """What the memory of hardware knows of each listed rank's GPU (report order)."""
+
+    factors: F64
+    """The GPU's learned speed factor against its peers' median; 1.0 where none."""
+    known: npt.NDArray[np.bool_]
+    """The GPU has a learned factor."""
+    max_deviation: float
+    """No factor lies further from 1 than this (``calibration.maxDeviation``)."""
+    calibrate: bool = True
+    """Divide GPU relative scores by the factors (``hardware.calibrate``)."""
+    peer_check: bool = True
+    """Judge ``gpuIndividual`` also by the calibrated relative score (``hardware.peerCheck``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Judged:
     """Per listed rank (report order), the score compared with ``thresholds.act``."""
 
@@ -90,27 +117,44 @@ class Judged:
     reported_below: frozenset[int] | None = None
     """Ranks below ``act`` on the scores as reported (victims left out); None: the
     judged values are the reported ones."""
+    gpu_ratio: list[float | None] | None = None
+    """With a ``GpuCalibration``: each rank's GPU relative score over its peers' median,
+    uncapped and uncalibrated (what the memory of hardware learns from); None: not
+    computed."""
 
 
-def judge(report: ScoreReport, policy: Policy, get: Callable[[RankScores], float | None]) -> Judged:
-    """The judged score of every listed rank (``get`` reads the policy's score)."""
+def judge(
+    report: ScoreReport,
+    policy: Policy,
+    get: Callable[[RankScores], float | None],
+    calibration: GpuCalibration | None = None,
+) -> Judged:
+    """The judged score of every listed rank (``get`` reads the policy's score), with
+    each GPU's learned factor applied when ``calibration`` is given."""
     ranks = report.ranks
     sel = policy.score
     relative = sel.reference is Reference.PEER_MEDIAN
     waits = any(r.wait_share is not None for r in ranks)
-    if not relative and not waits:
+    if not relative and not waits and calibration is None:
         return Judged([get(r) for r in ranks])
     groups = _Groups.of(ranks)
     act = policy.thresholds.act
     k = sel.min_deviations
     summaries = {p.peers: p for p in report.summary.peers} if report.truncated else {}
+    gpu = None if calibration is None else _GpuPeers.of(ranks, groups, summaries, calibration)
+    ratio = None if gpu is None else _as_list(gpu.ratio)
     if relative:
-        values, reported = _peer_relative(ranks, policy, groups, summaries)
+        values, reported = _peer_relative(ranks, policy, groups, summaries, gpu, report.truncated)
+        if gpu is not None and sel.kind is ScoreKind.GPU_INDIVIDUAL:
+            values = gpu.checked(values, groups, summaries, act, k)
     else:
         values = np.fromiter((_nan(get(r)) for r in ranks), dtype=np.float64, count=len(ranks))
         reported = values.copy()
     if not waits:
-        return Judged(_as_list(values), reported_below=_below(ranks, reported, act))
+        if not relative:
+            return Judged(_as_list(values), gpu_ratio=ratio)
+        below = _below(ranks, reported, act)
+        return Judged(_as_list(values), reported_below=below, gpu_ratio=ratio)
     wait = np.fromiter((_nan(r.wait_share) for r in ranks), dtype=np.float64, count=len(ranks))
     # The busy share is a time (longer is slower): its inverse is compared like a score.
     with np.errstate(divide="ignore"):
@@ -121,9 +165,11 @@ def judge(report: ScoreReport, policy: Policy, get: Callable[[RankScores], float
     culprits: dict[int, int] = {}  # rank -> row
     floor = policy.attribution.victim_min_wait_share
     least = groups.minimum(wait)  # what the peer waited for least waits
+    own_gpu = _slow_own_gpu(ranks, policy, groups, summaries)
     for i in np.flatnonzero(np.isfinite(q)).tolist():
         v, qi = values[i], float(q[i])
-        if math.isfinite(v) and v < act <= qi and wait[i] >= least[i] + floor:
+        victim = math.isfinite(v) and v < act <= qi and wait[i] >= least[i] + floor
+        if victim and not own_gpu[i]:
             victims[ranks[i].rank] = round(float(wait[i]), 4)
             values[i] = qi
         elif qi < act:
@@ -137,7 +183,35 @@ def judge(report: ScoreReport, policy: Policy, get: Callable[[RankScores], float
             values[i] = q[i] if not math.isfinite(v) else min(v, q[i])
     named = {rank: round(float(q[i]), 4) for rank, i in culprits.items()}
     below = _below(ranks, reported, act) - victims.keys()
-    return Judged(_as_list(values), victims, named, frozenset(below))
+    return Judged(_as_list(values), victims, named, frozenset(below), ratio)
+
+
+def _slow_own_gpu(
+    ranks: Sequence[RankScores],
+    policy: Policy,
+    groups: _Groups,
+    summaries: dict[str, PeerSummary],
+) -> npt.NDArray[np.bool_]:
+    """Per rank: slow on a GPU score, so slow by its own work and never a victim. GPU
+    scores leave the communication kernels out: no wait is in them. A 10% slower GPU
+    that is not the job's slowest still waits for the slowest one, more than the floor;
+    judged by its busy share it would pass as a victim (the simulator found every such
+    GPU missed). Section scores are what can hold a wait; only they make victims."""
+    sel = policy.score
+    if sel.kind in (ScoreKind.GPU_RELATIVE, ScoreKind.GPU_INDIVIDUAL):
+        return np.ones(len(ranks), dtype=np.bool_)  # the judged score holds no wait at all
+    low = np.zeros(len(ranks), dtype=np.bool_)
+    if sel.kind is not ScoreKind.WORST:
+        return low
+    act = policy.thresholds.act
+    for kind in (ScoreKind.GPU_RELATIVE, ScoreKind.GPU_INDIVIDUAL):
+        keys, raw = _matrix(ranks, kind, "")
+        if sel.reference is Reference.PEER_MEDIAN:
+            ref, mad = groups.references(raw, summaries, keys)
+            raw = _scores(raw, ref, mad, act, sel.min_deviations)
+        with np.errstate(invalid="ignore"):
+            low |= (raw < act).any(axis=1)
+    return low
 
 
 def _below(ranks: Sequence[RankScores], reported: F64, act: float) -> frozenset[int]:
@@ -154,23 +228,40 @@ def _as_list(values: F64) -> list[float | None]:
     return [None if math.isnan(v) else v for v in values.tolist()]
 
 
-def _peer_relative(
+def _peer_relative(  # noqa: PLR0917 (the ranks, their peers, and how to judge them)
     ranks: Sequence[RankScores],
     policy: Policy,
     groups: _Groups,
     summaries: dict[str, PeerSummary],
+    gpu: _GpuPeers | None = None,
+    report_truncated: bool = False,
 ) -> tuple[F64, F64]:
     """The policy's score of every rank against its peers, and as reported; for
-    ``worst``, the lowest of all its scores, each against the peers' same score."""
+    ``worst``, the lowest of all its scores, each against the peers' same score. With
+    ``gpu`` calibrating (and some factor known), the GPU relative column is divided by
+    each GPU's factor, as judged and as reported."""
     sel = policy.score
     keys, raw = _matrix(ranks, sel.kind, sel.section or "")
-    ref, mad = groups.references(raw, summaries, keys)
-    scores = _scores(raw, ref, mad, policy.thresholds.act, sel.min_deviations)
+    judged = reported = raw
+    cal = None if gpu is None else gpu.calibration
+    if cal is not None and cal.calibrate and keys[:1] == ["gpuRelative"] and cal.known.any():
+        assert gpu is not None
+        judged, reported = raw.copy(), raw.copy()
+        judged[:, 0] = gpu.calibrated
+        # As reported, too, the GPUs' spread is no slowdown: against the fastest rank
+        # once each is divided by its factor. A bounded report may not list the fastest
+        # rank: there each stays against the reported best (capped at 1).
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # no GPU score at all
+            best = 1.0 if report_truncated else np.nanmax(gpu.calibrated)
+            reported[:, 0] = np.minimum(gpu.calibrated / best, 1.0)
+    ref, mad = groups.references(judged, summaries, keys)
+    scores = _scores(judged, ref, mad, policy.thresholds.act, sel.min_deviations)
     if scores.shape[1] == 1:
-        return scores[:, 0], raw[:, 0]
+        return scores[:, 0], reported[:, 0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: nothing measured
-        return _lowest(scores), _lowest(raw)
+        return _lowest(scores), _lowest(reported)
 
 
 def _lowest(m: F64) -> F64:
@@ -230,6 +321,55 @@ def _scores(raw: F64, ref: F64, mad: F64, act: float, k: float | None) -> F64:
             quiet = (ref - raw) < k * MAD_TO_SIGMA * mad
             out = np.where(quiet & (out < act), act, out)
     return np.asarray(out, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class _GpuPeers:
+    """Each listed rank's GPU relative score against its peers, raw and calibrated."""
+
+    calibration: GpuCalibration
+    ratio: F64
+    """Raw GPU relative score over the peers' median of them, uncapped (NaN: none)."""
+    calibrated: F64
+    """GPU relative score divided by the GPU's factor (NaN: none)."""
+
+    @classmethod
+    def of(
+        cls,
+        ranks: Sequence[RankScores],
+        groups: _Groups,
+        summaries: dict[str, PeerSummary],
+        calibration: GpuCalibration,
+    ) -> _GpuPeers:
+        raw = np.fromiter((_nan(r.gpu_relative) for r in ranks), dtype=np.float64, count=len(ranks))
+        ref, _ = groups.references(raw[:, None], summaries, ["gpuRelative"])
+        with np.errstate(all="ignore"):
+            ratio = raw / np.where(ref[:, 0] > 0, ref[:, 0], np.nan)
+            calibrated = raw / calibration.factors
+        return cls(calibration, ratio, calibrated)
+
+    def checked(
+        self,
+        values: F64,
+        groups: _Groups,
+        summaries: dict[str, PeerSummary],
+        act: float,
+        k: float | None,
+    ) -> F64:
+        """``values`` (individual scores against the peers'), lowered to the calibrated
+        relative score where that is lower and means something: the GPU's factor is
+        known, or it lies further below its peers than any factor may (so no spread
+        between healthy GPUs explains it)."""
+        cal = self.calibration
+        if not cal.peer_check:
+            return values
+        column = self.calibrated[:, None]
+        ref, mad = groups.references(column, summaries, ["gpuRelative"])
+        rel = _scores(column, ref, mad, act, k)[:, 0]
+        with np.errstate(invalid="ignore"):
+            meaningful = cal.known | (self.ratio < 1.0 - cal.max_deviation)
+            lower = np.isfinite(rel) & meaningful & ~(values <= rel)
+        return np.where(lower, rel, values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,13 @@ from pydantic import Field, Strict, ValidationError, model_validator
 # Relative on purpose: mypy checks this folder as ``controller.core.*``, where an absolute
 # ``pacekeeper.`` import is an unresolved Any and the models could not subclass PolicyModel.
 from .policy_errors import PolicyError, describe_errors
+from .policy_hardware import (
+    Calibration,
+    Confirm,
+    HardwareMemorySettings,
+    HardwareUse,
+    ProbeCheck,
+)
 from .policy_safety import (
     BREAKER_NEVER_OPENS_AT,
     Breaker,
@@ -72,8 +79,11 @@ __all__ = [
     "ActionKind",
     "Attribution",
     "Breaker",
+    "Calibration",
     "ClusterSafety",
     "Cooldowns",
+    "HardwareMemorySettings",
+    "HardwareUse",
     "JobBudgets",
     "Ladder",
     "LadderStep",
@@ -315,6 +325,13 @@ class Policy(PolicyModel):
     """Limits for one job."""
     cooldowns: Cooldowns = Cooldowns()
     """Quiet periods on a node after an undo or a human's override."""
+    hardware: HardwareUse = HardwareUse()
+    """How the memory of each GPU (calibration, history) enters judgement and recovery."""
+    confirm: Confirm = Confirm.NONE
+    """none | probe: node actions (taint, drain, cordon) only once the job's confirmation
+    probe singled out the node's slow ranks; the decisions record the probe's figures."""
+    probe: ProbeCheck = ProbeCheck()
+    """How ``confirm: probe`` asks and judges."""
 
 
 # --- cluster-wide safety and the document -------------------------------------------
@@ -367,6 +384,8 @@ class PolicyDocument(PolicyModel):
     """Limits over all jobs together."""
     opt_outs: OptOuts = OptOuts()
     """Nodes, namespaces and jobs never acted on."""
+    hardware_memory: HardwareMemorySettings = HardwareMemorySettings()
+    """What the controller remembers of every GPU across jobs and restarts."""
     acknowledge_unsafe: list[UnsafeRisk] = Field(default_factory=list)
     """Risky enforce-mode settings accepted on purpose, each still warned about:
     unlimitedBudgets (every budget on an enforced policy's enabled steps is null),

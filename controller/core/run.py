@@ -59,6 +59,7 @@ class Run:
         self.now = now
         self.view = cluster_view
         self.cluster = state.cluster
+        self.hardware = state.hardware
         self.jobs: dict[JobKey, JobState] = dict(state.jobs)
         self.decisions: list[Decision] = []
         self.rechecks: list[datetime] = []

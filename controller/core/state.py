@@ -22,11 +22,14 @@ from typing import Any
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
+from pacekeeper.controller.core.hardware_memory import HardwareMemory
 from pacekeeper.controller.core.ids import JobKey, NodeName, Rank
 from pacekeeper.controller.core.observations import MarkKind
 from pacekeeper.controller.core.policy import ActionKind
 
 STATE_VERSION = 1
+MAX_LADDER_GPUS = 16
+"""GPUs a ladder remembers as its suspects (a node has no more)."""
 
 # camelCase on the wire, like every other object we write into Kubernetes.
 _WIRE = ConfigDict(alias_generator=to_camel, populate_by_name=True)
@@ -70,10 +73,23 @@ class LadderState:
     """Progress made in observe/dry-run: never counted once the mode is enforce."""
     recover_count: int = 0
     recovering_since: datetime | None = None
+    gpus: tuple[str, ...] = ()
+    """The GPUs of the slow ranks the steps were taken for: the node recovers only when
+    they score well against their peers again (``hardware_memory.unrecovered``)."""
+    probe_id: str | None = None
+    """The confirmation probe asked of the job for this episode (``confirm: probe``)."""
+    probe_asked_at: datetime | None = None
+    probe_confirmed: bool | None = None
+    """The probe's answer: True, the node's hardware is slow; False, it is not; None:
+    not answered yet."""
 
-    def advanced(self, step: ActionKind, at: datetime, *, simulated: bool) -> LadderState:
-        """The state after taking ``step`` at ``at`` (a repeat counts one more attempt)."""
+    def advanced(
+        self, step: ActionKind, at: datetime, *, simulated: bool, gpus: tuple[str, ...] = ()
+    ) -> LadderState:
+        """The state after taking ``step`` at ``at`` (a repeat counts one more attempt)
+        for the slow ranks on ``gpus``."""
         attempts = self.attempts + 1 if step == self.step else 1
+        suspects = tuple(dict.fromkeys((*self.gpus, *gpus)))[-MAX_LADDER_GPUS:]
         return replace(
             self,
             step=step,
@@ -82,6 +98,7 @@ class LadderState:
             simulated=self.simulated or simulated,
             recover_count=0,
             recovering_since=None,
+            gpus=suspects,
         )
 
     def recovering(self, at: datetime) -> LadderState:
@@ -164,6 +181,9 @@ class State:
 
     jobs: Mapping[JobKey, JobState] = field(default_factory=dict)
     cluster: ClusterState = ClusterState()
+    hardware: HardwareMemory = field(default_factory=HardwareMemory)
+    """What every job's reports taught about each GPU (``hardware_memory``). The
+    Kubernetes shell stores it apart, in shards (``state_store``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (for CR status or annotations)."""

@@ -95,6 +95,9 @@ class Acting:
         *,
         fresh_decision: bool,
     ) -> None:
+        if d.reason is Reason.AWAITING_PROBE and d.mode is Mode.ENFORCE:
+            self._request_probe(d, obj)
+            return
         if d.action is None or d.verdict is Verdict.HOLD:
             return
         if d.action is ActionKind.NOTIFY:
@@ -245,6 +248,31 @@ class Acting:
                 f"{ActionKind.RESTART_RANK.value} {restarted.target} {restarted.outcome.value}"
             )
         return out
+
+    def _request_probe(self, d: Decision, obj: Mapping[str, Any]) -> None:
+        """Ask the job for its confirmation probe: ``spec.control.probe`` on its report,
+        which its reporting rank reads. Written only when the report does not already
+        carry this request, so a decision repeated after a restart asks once."""
+        request = (d.evidence.get("probe") or {}).get("request")
+        if not request:
+            return
+        control = (obj.get("spec") or {}).get("control") or {}
+        if (control.get("probe") or {}).get("id") == request:
+            return
+        meta = obj.get("metadata") or {}
+        try:
+            self.actuators.api.patch_report(
+                str(meta.get("namespace")),
+                str(meta.get("name")),
+                {"spec": {"control": {"probe": {"id": request}}}},
+            )
+        except Exception as e:  # the next reconcile asks again (the report lacks it)
+            self.metrics.actions.labels("probe", "failed").inc()
+            extra = {"job": d.job, "probe": request, "error": repr(e)}
+            logger.warning("probe request not written", extra=extra)
+            return
+        self.metrics.actions.labels("probe", "applied").inc()
+        logger.info("probe requested", extra={"job": d.job, "node": d.node, "probe": request})
 
     def _notify(self, d: Decision, obj: Mapping[str, Any]) -> None:
         ranks = d.evidence.get("ranks") or []

@@ -1,7 +1,8 @@
 """Prometheus metrics of the controller. One Reason value is one label value.
 
 Each controller process owns one ``ControllerMetrics`` on its own registry, so tests (and
-two operators in one process) never collide on the global default registry.
+two operators in one process) never collide on the global default registry. How the
+registry is served (who may read it, over what) is ``metrics_serving.py``.
 """
 
 from __future__ import annotations
@@ -60,6 +61,18 @@ class ControllerMetrics:
             registry=r,
         )
         self.leader = Gauge("pacekeeper_leader", "1 while this replica leads.", registry=r)
+        self.hardware_nodes = Gauge(
+            "pacekeeper_hardware_nodes",
+            "Nodes the memory of hardware remembers (docs/controller.md).",
+            registry=r,
+        )
+        self.hardware_gpus = Gauge(
+            "pacekeeper_hardware_gpus",
+            "GPUs remembered, by what is known of them: all, calibrated (a learned speed "
+            "factor), slowHistory (slow against their peers in some job's record).",
+            ["state"],
+            registry=r,
+        )
         self.reports_refused = Counter(
             "pacekeeper_reports_refused",
             "Reports never acted on: identities the API contradicts (UntrustedReport) or no "
@@ -79,7 +92,10 @@ class ControllerMetrics:
             else:
                 self.budget_limit.labels(scope).set(limit)
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
-        from prometheus_client import start_http_server
-
-        start_http_server(port, addr=addr, registry=self.registry)
+    def show_hardware(self, summary: Any) -> None:
+        """Memory gauges from ``hardware_views.summary`` (``nodes``, ``gpus``,
+        ``calibrated_gpus``, ``slow_gpus``)."""
+        self.hardware_nodes.set(summary.nodes)
+        self.hardware_gpus.labels("all").set(summary.gpus)
+        self.hardware_gpus.labels("calibrated").set(summary.calibrated_gpus)
+        self.hardware_gpus.labels("slowHistory").set(summary.slow_gpus)

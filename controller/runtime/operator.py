@@ -23,12 +23,18 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.policy import Mode, PolicyDocument
 from pacekeeper.controller.runtime.leader import LeaseElector
 from pacekeeper.controller.runtime.metrics import ControllerMetrics
+from pacekeeper.controller.runtime.metrics_serving import (
+    MetricsAccess,
+    MetricsServing,
+    serve_metrics,
+)
 from pacekeeper.controller.runtime.reconcile import RETRY_SOON_S, Reconciler
 from pacekeeper.controller.runtime.shutdown import RECONCILE_DRAIN_S, BlockingCalls, StopRequest
 from pacekeeper.controller.runtime.work_queue import WorkQueue
@@ -59,6 +65,8 @@ class OperatorConfig:
     resync_s: float = 30.0
     metrics_port: int = 0
     """0: no metrics endpoint."""
+    metrics_access: MetricsAccess = MetricsAccess.LOCALHOST
+    metrics_tls_dir: Path | None = None
     owner: str = "pacekeeper"
     workers: int = DEFAULT_WORKERS
     """Reconciles in flight at once (of different jobs)."""
@@ -66,6 +74,10 @@ class OperatorConfig:
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, got {self.workers}")
+        self.metrics_serving()  # a bad metrics setting fails here, before any I/O
+
+    def metrics_serving(self) -> MetricsServing:
+        return MetricsServing(self.metrics_port, self.metrics_access, self.metrics_tls_dir)
 
 
 def _job_of_pod(body: Any) -> JobKey | None:
@@ -303,8 +315,7 @@ def run(
     """Run until stopped or leadership is lost; returns the process exit code: 0 after a
     stop (``stop``, or ``stop_flag`` set), 1 when the Lease was lost."""
     metrics = metrics or ControllerMetrics()
-    if config.metrics_port:
-        metrics.serve(config.metrics_port)
+    serve_metrics(metrics.registry, config.metrics_serving(), api_client)
     stop = stop or StopRequest(stop_flag)
     calls = BlockingCalls()
     leading = threading.Event()

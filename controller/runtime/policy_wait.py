@@ -80,12 +80,13 @@ def run_after_valid_policy(
     import dataclasses
 
     from pacekeeper.controller.runtime.metrics import ControllerMetrics
+    from pacekeeper.controller.runtime.metrics_serving import serve_metrics
     from pacekeeper.controller.runtime.operator import effective_mode, run
 
     metrics = ControllerMetrics()
     gauge = policy_valid_gauge(metrics.registry)
-    if config.metrics_port:
-        metrics.serve(config.metrics_port)  # probes and alerts see the wait
+    # Probes and alerts see the wait (and scrapers are checked as ever).
+    serve_metrics(metrics.registry, config.metrics_serving(), api_client)
     doc = wait_for_valid_policy(path, stop, gauge, retry_s=retry_s or policy_retry_s())
     if doc is None:
         logger.info("operator stopped", extra={"reason": stop.reason})

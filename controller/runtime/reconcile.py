@@ -38,6 +38,7 @@ from pacekeeper.controller.core.decisions import (
     summary_lines,
 )
 from pacekeeper.controller.core.engine import decide
+from pacekeeper.controller.core.hardware_views import summary as hardware_summary
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.observations import ClusterView, RejectedReport, Window
 from pacekeeper.controller.core.policy import PolicyDocument
@@ -181,6 +182,7 @@ class Reconciler:
         """Decisions about another job than the one reconciled (the cluster pass notices a
         human's change to any job's mark): that job's own next reconcile records them."""
         self._handed_lock = threading.Lock()
+        self._hardware_shown = False
 
     # --- public -------------------------------------------------------------------------
 
@@ -281,9 +283,17 @@ class Reconciler:
         # The cluster's part, one reconcile at a time; persisted before anything acts.
         with self._cluster_lock:
             cluster_state = self.store.load_cluster()
-            state = State(jobs={key: record.state} if record.state else {}, cluster=cluster_state)
+            hardware = self.store.hardware.load()
+            state = State(
+                jobs={key: record.state} if record.state else {},
+                cluster=cluster_state,
+                hardware=hardware,
+            )
             window = Window(jobs=(view,), cluster=cluster_view)
             outcome = decide(window, state, self.policies, now)
+            if outcome.next_state.hardware is not hardware or not self._hardware_shown:
+                self.metrics.show_hardware(hardware_summary(outcome.next_state.hardware))
+                self._hardware_shown = True
             # What the chart's PacekeeperBreakerOpen alert reads.
             open_until = outcome.next_state.cluster.breaker_open_until
             self.metrics.breaker_open.set(int(open_until is not None and now < open_until))
@@ -296,6 +306,8 @@ class Reconciler:
             try:
                 if outcome.next_state.cluster != cluster_state:
                     self.store.save_cluster(outcome.next_state.cluster, now)
+                if outcome.next_state.hardware != hardware:
+                    self.store.hardware.save(outcome.next_state.hardware)
             except ApiException as e:
                 if e.status == 409:
                     return None  # another writer: re-read and decide again

@@ -6,6 +6,8 @@ in the controller's own namespace, which only its ServiceAccount may touch
 
 - The cluster part (our marks, rate-limit stamps, breaker) lives in one ConfigMap,
   ``pacekeeper-state``.
+- The memory of hardware (every GPU's history across jobs) lives in shards,
+  ``pacekeeper-hardware-NNN`` (``hardware_store``).
 - A job's part (streaks, history, ladders) and its decision records live in one
   ConfigMap per job, ``pacekeeper-job-<hash of the job key>``.
 - Both are written whole (PUT) with the resourceVersion they were read at: a stale writer
@@ -46,6 +48,7 @@ from typing import Any, cast
 from pacekeeper.controller.core.decisions import Decision
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.state import ClusterState, JobState, State, StateError
+from pacekeeper.controller.runtime.hardware_store import HardwareStore
 from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION, merge_patch
 
 logger = logging.getLogger(__name__)
@@ -203,10 +206,16 @@ class StateStore:
         self._jobs: dict[JobKey, JobRecord] = {}
         """Each job's record as last read or written (``reuse_reads``)."""
         self._jobs_lock = threading.Lock()
+        self.hardware = HardwareStore(
+            self._get_map, self._write_map, reuse_reads=reuse_reads, monotonic=monotonic
+        )
+        """The memory of hardware's shards (loaded and saved under the cluster lock)."""
 
     def forget(self, key: JobKey | None = None) -> None:
-        """Drop the cluster copy and ``key``'s (a write found them stale): read again."""
+        """Drop the cluster copy, the memory's and ``key``'s (a write found them stale):
+        read again."""
         self._cluster_copy = None
+        self.hardware.forget()
         if key is not None:
             with self._jobs_lock:
                 self._jobs.pop(key, None)
@@ -225,12 +234,15 @@ class StateStore:
 
     def _get_cluster_map(self) -> dict[str, Any] | None:
         """The cluster ConfigMap as the server holds it now; None when there is none."""
+        return self._get_map(STATE_CONFIGMAP)
+
+    def _get_map(self, name: str) -> dict[str, Any] | None:
+        """One of our ConfigMaps as the server holds it now; None when there is none."""
         from kubernetes.client.exceptions import ApiException
 
         try:
             resp = self._core.read_namespaced_config_map(
-                STATE_CONFIGMAP, self.namespace,
-                _preload_content=False, _request_timeout=self._timeout,
+                name, self.namespace, _preload_content=False, _request_timeout=self._timeout,
             )  # fmt: skip
         except ApiException as e:
             if e.status != 404:
@@ -238,6 +250,15 @@ class StateStore:
             return None
         cm: dict[str, Any] = json.loads(cast(bytes, resp.data) or b"{}")
         return cm
+
+    def _write_map(
+        self,
+        name: str,
+        resource_version: str | None,
+        data: Mapping[str, str],
+        labels: Mapping[str, str],
+    ) -> str | None:
+        return self._write(name, resource_version, data, labels={**MANAGED_BY, **labels})
 
     def _read_since(self) -> datetime | None:
         """``jobStateSince`` as the cluster ConfigMap holds it now (no copy touched)."""

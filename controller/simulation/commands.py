@@ -34,7 +34,8 @@ def quality_table(title: str, rows: list[tuple[str, str, Quality]]) -> Table:
     if with_scenario:
         t.add_column("scenario", no_wrap=True)
     t.add_column("detector", no_wrap=True)
-    for col in ("prec", "recall", "detect s", "act s", "FA/1k GPU-d", "HW on imb.", "early undo"):
+    cols = ("prec", "recall", "detect s", "act s", "FA/1k GPU-d", "HW on imb.", "early undo")
+    for col in (*cols, "false recov."):
         t.add_column(col, justify="right")
     for scenario, name, q in rows:
         cells = [
@@ -46,6 +47,7 @@ def quality_table(title: str, rows: list[tuple[str, str, Quality]]) -> Table:
             f"{q.false_actions_per_1000_gpu_days:.1f}",
             str(q.hardware_actions_on_imbalance),
             str(q.premature_undos),
+            str(q.false_recoveries),
         ]
         t.add_row(*([scenario] if with_scenario else []), *cells)
     return t
@@ -63,22 +65,48 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
     custom: tuple[str, float, int, float | None] | None = None,
     params: ModelParams | None = None,
     instrumentation: Instrumentation | None = None,
+    ramp_s: float | None = None,
+    drift_scale: float | None = None,
+    jitter_scale: float | None = None,
+    restart_at_s: Sequence[float] = (),
+    pauses: bool = False,
 ) -> int:
     """``custom``: (fault, slowdown, count, start_s) given instead of a named scenario;
     ``params``: the job's model (e.g. ``ModelParams(ddp_overlap=True)``);
-    ``instrumentation``: what the job turned on in the detector."""
+    ``instrumentation``: what the job turned on in the detector; ``ramp_s``,
+    ``drift_scale``, ``jitter_scale``, ``restart_at_s``, ``pauses``: on top of the
+    scenario (``scenarios.with_options``: ``--ramp``, ``--drift-scale``,
+    ``--jitter-scale``, ``--restart-at``, ``--pauses``)."""
     from pacekeeper.controller.core.policy import load_policy_file
     from pacekeeper.controller.simulation.models import ModelParams
     from pacekeeper.controller.simulation.runner import simulate
-    from pacekeeper.controller.simulation.scenarios import Scenario, custom_scenario, get_scenario
+    from pacekeeper.controller.simulation.scenarios import (
+        Scenario,
+        custom_scenario,
+        get_scenario,
+        with_options,
+    )
 
     console = Console()
     try:
         doc = load_policy_file(policy) if policy is not None else None
         chosen: Scenario = custom_scenario(*custom) if custom else get_scenario(scenario)
+        chosen = with_options(
+            chosen,
+            ramp_s=ramp_s,
+            drift_scale=drift_scale,
+            jitter_scale=jitter_scale,
+            restart_at_s=tuple(restart_at_s),
+            pauses=pauses,
+        )
         if chosen.start_s is not None and chosen.start_s >= duration_s:
             raise ValueError(
                 f"--start {chosen.start_s:g} is not before the end (--duration {duration_s:g})"
+            )
+        late = [t for t in restart_at_s if t >= duration_s]
+        if late:
+            raise ValueError(
+                f"--restart-at {late[0]:g} is not before the end (--duration {duration_s:g})"
             )
     except ValueError as e:
         console.print(f"[red]error:[/] {e}")
@@ -125,6 +153,26 @@ def simulate_command(  # noqa: PLR0917 - mirrors the CLI options
         f"scenario [bold]{scenario}[/] ({chosen.description}): {ranks} ranks, "
         f"{duration_s:.0f}s, seed {seed}; faulty ranks {faulty if faulty else 'none'} from {start}"
     )
+    if chosen.min_duration_s is not None and duration_s < chosen.min_duration_s:
+        console.print(
+            f"[yellow]note:[/] {scenario} needs --duration {chosen.min_duration_s:g} to mean "
+            "anything (a ramp reaches 5% late)"
+        )
+    if chosen.mode is not None and doc is not None and doc.mode is not chosen.mode:
+        console.print(
+            f"[yellow]note:[/] {scenario} means something in mode {chosen.mode.value}; "
+            f"the policy runs in {doc.mode.value}"
+        )
+    rec = out.record
+    if rec.restarts_s:
+        when = ", ".join(f"{t:.0f}s" for t in rec.restarts_s)
+        console.print(
+            f"restarts at {when}: incarnations {' -> '.join(dict.fromkeys(rec.incarnations))}"
+        )
+    if truth.counted_from_s is not None:
+        console.print(f"the fault counts from {truth.counted_from_s:.0f}s (5% slower)")
+    if truth.found_after_s is not None:
+        console.print(f"found only if named again after the restart at {truth.found_after_s:.0f}s")
     rows = [("", name, q) for name, q in out.quality.items()]
     console.print(quality_table("detection quality on this trace", rows))
     acts = [f for f in out.record.ours if f.disruptive]

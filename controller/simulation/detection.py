@@ -13,6 +13,11 @@ of each entry's time less its own wait (``SectionSummary.work_median_ns``), and
 each rank's ``waitShare`` is its wait over the window's elapsed time, as
 ``PayloadBuilder`` computes it. Off, sections are scored on their raw medians and no
 rank has a wait share: a drop-in NVRx job that never turned it on.
+
+A restart (``restart``) is what a torchrun restart does to the job's detectors: every
+rank's ``RecentBest`` baselines start empty, the report sequence starts again at 0,
+and the reporter's incarnation becomes ``<base>.r<restart count>``
+(``detector.identity.elastic_incarnation``). The job keeps its identity.
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ class Instrumentation:
     work, ``waitShare`` reported. False: a job that never turned it on."""
     topology: bool = True
     """``Detector.set_topology``: a pipeline job's ranks carry ``{"pp", "dp"}``."""
+    gpu_uuid: bool = True
+    """Each rank names its GPU (``gpuUuid``, as the detector does on a CUDA rank), so the
+    controller can remember the GPU across restarts. False: reports without it."""
 
 
 def wait_share(wait_s: float, elapsed_s: float) -> float | None:
@@ -71,7 +79,8 @@ class RealScoring:
     Row ``i`` of a window is rank ``i``; ``rank_ids`` names other ranks instead (an
     imported trace that recorded some ranks of a larger job: ``layout.ranks`` is then
     the job's world size, and nodes follow the global rank). ``coords`` (one per row)
-    is what each rank gave ``Detector.set_topology``."""
+    is what each rank gave ``Detector.set_topology``; ``gpu_uuids``: each rank names
+    its GPU (``Layout.gpu_uuid``)."""
 
     def __init__(
         self,
@@ -82,12 +91,33 @@ class RealScoring:
         kernel_timing: KernelTiming | None = None,
         coords: Sequence[Mapping[str, int] | None] | None = None,
         collective_timing: bool = True,
+        gpu_uuids: bool = False,
     ) -> None:
         self.layout = layout
         self.collective_timing = collective_timing
         self.job = JobIdentity(name=job_name)
         self.rank_ids = list(rank_ids) if rank_ids is not None else list(range(layout.ranks))
         self.kernel_timing = kernel_timing or KernelTiming(backend="simulated", reason="simulator")
+        self.restarts = 0
+        self._incarnation_base = f"{EPOCH:%Y%m%dT%H%M%SZ}-{job_name}"
+        # The first incarnation numbers reports by window (as a trace's windows come).
+        self._first_window: int | None = 0
+        self._fresh_baselines()
+        self._names: dict[int, str] = {}
+        self._infos = [
+            RankInfo(
+                rank=r,
+                node=layout.node_name(layout.node_of(r)),
+                gpu_uuid=layout.gpu_uuid(r) if gpu_uuids else None,
+            )
+            for r in self.rank_ids
+        ]
+        rows = len(self.rank_ids)
+        if coords is not None and len(coords) != rows:
+            raise ValueError(f"coords: one per rank is needed ({rows}), got {len(coords)}")
+        self._coords = list(coords) if coords is not None else [None] * rows
+
+    def _fresh_baselines(self) -> None:
         rows = len(self.rank_ids)
         settings = DetectorSettings()
         self._section_base = [
@@ -96,13 +126,17 @@ class RealScoring:
         self._kernel_base = [
             RecentBest(settings.baseline_windows, 4 * settings.max_kernel_keys) for _ in range(rows)
         ]
-        self._names: dict[int, str] = {}
-        self._infos = [
-            RankInfo(rank=r, node=layout.node_name(layout.node_of(r))) for r in self.rank_ids
-        ]
-        if coords is not None and len(coords) != rows:
-            raise ValueError(f"coords: one per rank is needed ({rows}), got {len(coords)}")
-        self._coords = list(coords) if coords is not None else [None] * rows
+
+    @property
+    def incarnation(self) -> str:
+        """The reporter's incarnation, as a torchrun job's detector names it."""
+        return f"{self._incarnation_base}.r{self.restarts}"
+
+    def restart(self) -> None:
+        """The job restarted: new detector processes on every rank, on the same GPUs."""
+        self.restarts += 1
+        self._first_window = None
+        self._fresh_baselines()
 
     def report(
         self, w: WindowSummary, placements: Sequence[Placement] | None = None
@@ -113,6 +147,8 @@ class RealScoring:
             raise ValueError(
                 f"placements: one per rank is needed ({len(self.rank_ids)}), got {len(placements)}"
             )
+        if self._first_window is None:
+            self._first_window = w.index
         keep = [i for i, k in enumerate(w.kernel_names) if not is_comm_kernel(k)]
         k_names = [w.kernel_names[i] for i in keep]
         k_ids = np.array([key_id(k) for k in k_names], dtype=np.uint64)
@@ -153,6 +189,7 @@ class RealScoring:
                 wait_share=where.wait_share,
                 group=where.group,
                 coords=where.coords,
+                gpu_uuid=self._infos[r].gpu_uuid,
             )
             self._infos[r] = info
             payloads.append(
@@ -174,7 +211,8 @@ class RealScoring:
         return to_score_report(
             report,
             job=self.job,
-            sequence=w.index,
+            # Each incarnation's reporter counts its reports from 0.
+            sequence=w.index - self._first_window,
             generated_at=EPOCH + timedelta(seconds=w.end_s),
             window_s=w.end_s - w.start_s,
             rank_info={i.rank: i for i in self._infos},

@@ -25,8 +25,24 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from pacekeeper.controller.simulation.faults import Fault, FaultKind, Throttle, step_effects
+from pacekeeper.controller.simulation.pauses import JobPause, pause_times
 from pacekeeper.controller.simulation.waits import Pipeline, synchronise
 from pacekeeper.cupti_ext.sampling import sample_every_for
+
+__all__ = [
+    "COMM_KERNEL_NAMES",
+    "LAST_STAGE_KERNEL_NAMES",
+    "SECTIONS",
+    "Fault",
+    "FaultKind",
+    "Imbalance",
+    "ImbalanceKind",
+    "JobSimulator",
+    "Layout",
+    "ModelParams",
+    "WindowSummary",
+]
 
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
@@ -99,32 +115,6 @@ class ModelParams:
     """Kernels are traced in one step in this many; None: the CUPTI backend's own rule
     (cupti_ext.sampling) for a job whose step is one traced section. The default job
     (2 s steps, ~470 kernels) gets 1: every step traced."""
-
-
-class FaultKind(StrEnum):
-    SLOW_GPU = "slow_gpu"
-    SLOW_NODE = "slow_node"
-    THROTTLING = "throttling"
-    SLOW_LINK = "slow_link"
-
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    """Ground truth: ``ranks`` are broken from ``start_s`` on."""
-
-    kind: FaultKind
-    ranks: tuple[int, ...]
-    start_s: float
-    slowdown: float
-    """Fractional slowdown: 0.1 makes compute 10% slower (time x 1.1)."""
-    throttle_on_s: float = 30.0
-    throttle_off_s: float = 150.0
-
-    def __post_init__(self) -> None:
-        if not self.ranks:
-            raise ValueError("fault.ranks must not be empty")
-        if self.slowdown <= 0:
-            raise ValueError(f"fault.slowdown must be > 0, got {self.slowdown}")
 
 
 class ImbalanceKind(StrEnum):
@@ -200,6 +190,12 @@ class Layout:
         lo = node * self.gpus_per_node
         return tuple(range(lo, min(self.ranks, lo + self.gpus_per_node)))
 
+    def gpu_uuid(self, rank: int) -> str:
+        """The UUID of the GPU a rank runs on, in the driver's ``GPU-<uuid>`` form: fixed
+        by node and local index, so a restarted job finds the same GPU there."""
+        node, local = divmod(rank, self.gpus_per_node)
+        return f"GPU-{node:08x}-{local:04x}-4000-8000-000000000000"
+
 
 def truncated_normal(rng: np.random.Generator, size: int, clip: float) -> F64:
     """Standard normal draws restricted to [-clip, clip] (rejection, vectorised)."""
@@ -235,6 +231,7 @@ class JobSimulator:
         imbalance: Imbalance | None = None,
         seed: int = 0,
         exact_kernels: bool = False,
+        pauses: tuple[JobPause, ...] = (),
     ) -> None:
         if ranks < 1:
             raise ValueError(f"ranks must be >= 1, got {ranks}")
@@ -259,7 +256,10 @@ class JobSimulator:
             else None
         )
         self.exact_kernels = exact_kernels
+        self.pauses = pauses
         self.rng = np.random.default_rng(seed)
+        # Pauses draw from their own stream: adding them leaves every other draw alone.
+        self._pause_rng = np.random.default_rng([seed, 0x9A05E])
         self._static = self._draw_static()
         if self.p.kernel_sample_every is not None and self.p.kernel_sample_every < 1:
             raise ValueError(f"kernel_sample_every must be >= 1, got {self.p.kernel_sample_every}")
@@ -267,7 +267,7 @@ class JobSimulator:
             kernels_per_entry=float(self._static.kernel_per_step.sum()),
             entry_interval_s=self.p.step_s,
         )
-        self._throttled = np.zeros(ranks, dtype=bool)
+        self._throttle = Throttle(ranks, self.p.step_s)
         self._step = 0
         self._window = 0
         kernel_names = [f"compute_kernel_{k:03d}" for k in range(self.p.kernels)]
@@ -302,52 +302,37 @@ class JobSimulator:
 
     # --- per step ----------------------------------------------------------------------
 
-    def _fault_multiplier(self, t: F64) -> tuple[F64, F64]:
-        """(compute multiplier ranks x steps, all-reduce transfer multiplier per step)."""
-        n, s = self.ranks, t.size
-        comp = np.ones((n, s))
-        comm = np.ones(s)
-        for f in self.faults:
-            on = t >= f.start_s
-            if not on.any():
-                continue
-            idx = np.array(f.ranks, dtype=np.int64)
-            match f.kind:
-                case FaultKind.SLOW_GPU | FaultKind.SLOW_NODE:
-                    comp[np.ix_(idx, on)] *= 1.0 + f.slowdown
-                case FaultKind.THROTTLING:
-                    comp[idx] *= 1.0 + f.slowdown * self._throttle_states(idx, t, f)
-                case FaultKind.SLOW_LINK:
-                    # A ring all-reduce runs at its slowest link: everyone waits longer,
-                    # nobody computes slower.
-                    comm[on] *= 1.0 + f.slowdown
-        return comp, comm
-
     def _throttle_states(self, idx: npt.NDArray[np.int64], t: F64, f: Fault) -> F64:
-        """Two-state Markov chain per throttled rank, stepped once per training step."""
-        p_on = self.p.step_s / f.throttle_off_s
-        p_off = self.p.step_s / f.throttle_on_s
-        out = np.zeros((idx.size, t.size))
-        state = self._throttled[idx].copy()
-        u = self.rng.random((idx.size, t.size))
-        for j in range(t.size):
-            if t[j] < f.start_s:
-                state[:] = False
-            else:
-                state = np.where(state, u[:, j] >= p_off, u[:, j] < p_on)
-            out[:, j] = state
-        self._throttled[idx] = state
-        return out
+        """Throttling's on/off states for ranks ``idx`` over the steps at ``t``."""
+        return self._throttle.states(idx, t, f, self.rng)
+
+    @property
+    def steps_per_window(self) -> int:
+        return int(self.p.window_s // self.p.step_s)
+
+    @property
+    def clock_s(self) -> float:
+        """The job's clock: when the next window starts."""
+        return self._step * self.p.step_s
+
+    def skip(self, windows: int) -> None:
+        """Let ``windows`` report windows pass with no report (a restart's downtime): the
+        job's clock moves on (drift, faults, pauses follow it), nothing is drawn."""
+        if windows < 0:
+            raise ValueError(f"windows must be >= 0, got {windows}")
+        self._step += windows * self.steps_per_window
+        self._window += windows
 
     def next_window(self) -> WindowSummary:
         p, rng, n = self.p, self.rng, self.ranks
-        steps = int(p.window_s // p.step_s)
+        steps = self.steps_per_window
         t = (self._step + np.arange(steps, dtype=np.float64)) * p.step_s
         st = self._static
         drift = 1.0 + st.drift_amp[:, None] * np.sin(
             2 * math.pi * t[None, :] / st.drift_period_s[:, None] + st.drift_phase[:, None]
         )
-        comp_fault, comm_fault = self._fault_multiplier(t)
+        effects = step_effects(self.faults, n, t, step_s=p.step_s, throttle=self._throttle, rng=rng)
+        comp_fault, comm_fault = effects.compute, effects.comm
         jitter = 1.0 + p.step_jitter_cv * rng.standard_normal((n, steps))
         speed = st.speed[:, None] * drift * comp_fault * jitter
         work = self._work(steps)
@@ -365,20 +350,33 @@ class JobSimulator:
             )
         compute_s *= 1.0 + p.section_jitter_cv * rng.standard_normal((n, steps))
         gc = (rng.random((n, steps)) < p.gc_prob) * rng.uniform(p.gc_min_s, p.gc_max_s, (n, steps))
-        fwd_bwd_s = compute_s + gc
+        # Host time (a host fault, a pause in the section) delays launches: the section's
+        # wall time grows, its kernels' durations do not.
+        paused = pause_times(self.pauses, n, t, p.step_s, self._pause_rng)
+        fwd_bwd_s = (
+            compute_s
+            + gc
+            + effects.host_s["forward_backward"]
+            + paused.section_s["forward_backward"]
+        )
         stall = (rng.random((n, steps)) < p.stall_prob) * rng.exponential(
             p.stall_mean_s, (n, steps)
         )
         loader_s = (
-            p.dataloader_s * (1.0 + p.section_jitter_cv * rng.standard_normal((n, steps))) + stall
+            p.dataloader_s * (1.0 + p.section_jitter_cv * rng.standard_normal((n, steps)))
+            + stall
+            + effects.host_s["dataloader"]
+            + paused.section_s["dataloader"]
         )
         # A slow link slows the transfer only (1.0 exactly when healthy: same draws).
         share = p.allreduce_share
         link = 1.0 + share * (comm_fault - 1.0)
         jit = 1.0 + p.section_jitter_cv * rng.standard_normal((n, steps))
         comm_s = p.optimizer_s * link[None, :] * jit
+        # A pause between steps times in no section but delays the rank's arrival at
+        # the all-reduce like any other.
         sync = synchronise(
-            loader_s,
+            loader_s + paused.untimed_s,
             fwd_bwd_s,
             comm_s,
             p.optimizer_s * share * comm_fault[None, :] * jit,
@@ -409,7 +407,7 @@ class JobSimulator:
             ],
             axis=1,
         )
-        wall_s = float((loader_s + fwd_bwd_s + optimizer_s).max(axis=0).sum())
+        wall_s = float((loader_s + paused.untimed_s + fwd_bwd_s + optimizer_s).max(axis=0).sum())
 
         traced = (self._step + np.arange(steps)) % self.kernel_sample_every == 0
         if traced.all():  # every step traced: no selection (and the same draws as ever)

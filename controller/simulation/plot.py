@@ -48,7 +48,8 @@ def heatmap(  # noqa: PLR0917 - one figure, drawn in one place
     worst rank of each node, past ``MAX_ROWS``) per report, 1.0 light, lower darker; a
     cell is one report window of one rank. Faulty ranks are marked on the left edge and
     their fault start with a dashed line; a rank decision is drawn on its row, a node
-    decision as a bar over that node's rows. ``time_label`` may name ``{unit}``."""
+    decision as a bar over that node's rows; a job restart is a dotted line, its
+    downtime grey. ``time_label`` may name ``{unit}``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,6 +66,17 @@ def heatmap(  # noqa: PLR0917 - one figure, drawn in one place
         padded[: rec.ranks] = scores
         with np.errstate(all="ignore"):
             scores = np.nanmin(padded.reshape(rows, group, -1), axis=1)
+    # A restart's downtime has no report: its columns stay empty (grey), so every column
+    # sits over the window it scores.
+    times = np.asarray(rec.times_s, dtype=np.float64)
+    down = np.zeros(scores.shape[1], dtype=bool)
+    if times.size > 1:
+        cols = np.rint((times - times[0]) / rec.window_s).astype(np.int64)
+        grid = np.full((scores.shape[0], int(cols[-1]) + 1), np.nan)
+        grid[:, cols] = scores
+        down = np.ones(grid.shape[1], dtype=bool)
+        down[cols] = False
+        scores = grid
     t_end = rec.times_s[-1] if rec.times_s else rec.window_s
     minutes = t_end > SECONDS_UP_TO_S
     scale = 60.0 if minutes else 1.0
@@ -72,10 +84,14 @@ def heatmap(  # noqa: PLR0917 - one figure, drawn in one place
     fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
     # Each column spans the window it scores: (end - window, end].
     extent = (max(0.0, (t_end - rec.window_s * scores.shape[1])) / scale, t_end / scale)
+    cmap = matplotlib.colormaps["magma"].with_extremes(bad="lightgrey")
+    shown = np.ma.masked_array(
+        np.nan_to_num(scores, nan=1.0), mask=np.broadcast_to(down, scores.shape)
+    )
     img = ax.imshow(
-        np.nan_to_num(scores, nan=1.0),
+        shown,
         aspect="auto",
-        cmap="magma",
+        cmap=cmap,
         vmin=max(0.0, float(np.nanmin(scores)) if scores.size else 0.0),
         vmax=1.0,
         extent=(extent[0], extent[1], rows - 0.5, -0.5),
@@ -86,6 +102,8 @@ def heatmap(  # noqa: PLR0917 - one figure, drawn in one place
         ax.plot([extent[0]], [r // group], marker=">", color="cyan", markersize=7, clip_on=False)
     if truth.start_s is not None:
         ax.axvline(truth.start_s / scale, color="cyan", linestyle="--", linewidth=1)
+    for t in rec.restarts_s:
+        ax.axvline(t / scale, color="grey", linestyle=":", linewidth=1.5)
     for f in rec.ours:
         colour = "lime" if f.disruptive else "deepskyblue"
         x = f.time_s / scale
@@ -116,6 +134,10 @@ def heatmap(  # noqa: PLR0917 - one figure, drawn in one place
         Line2D([], [], marker=".", color="deepskyblue", linestyle="", label="notice (rank)"),
         Line2D([], [], color="deepskyblue", linewidth=3, label="notice or hold (node)"),
     ]
+    if rec.restarts_s:
+        handles.append(
+            Line2D([], [], color="grey", linestyle=":", label="job restart (grey: down)")
+        )
     ax.legend(
         handles=handles,
         loc="upper center",

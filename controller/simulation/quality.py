@@ -8,6 +8,13 @@ found when it or its node is named after its fault started.
 * recall    = faulty ranks found / faulty ranks (1.0 if nothing was broken)
 * time to detect / act = first naming (any verdict) / first disruptive action on a
   faulty suspect, minus the fault's start
+* a ramp counts from when it reaches 5% (``Truth.counted_from_s``): a naming before
+  that is right and finds it at 0 s; a ramp that never gets there within the run is
+  nothing to find (not counted in recall)
+* after a restart (``Truth.found_after_s``) only namings in the new incarnation find
+  the fault, timed from the restart: the question is whether it survives the restart
+* false recoveries = ``Recovered`` decisions on a suspect that is still broken (every
+  simulated fault lasts to the end of the run)
 * false actions per 1,000 GPU-days = disruptive actions on healthy suspects, per
   ranks x simulated days / 1000
 * hardware actions on imbalance = node actions (taint, drain, cordon) in an imbalance
@@ -49,6 +56,30 @@ class Truth:
     ranks: int
     duration_s: float
     imbalance: bool
+    """The workload makes ranks differ (imbalance, pipeline structure, job-wide pauses):
+    every hardware action is wrong."""
+    counted_from_s: float | None = None
+    """The faults count for recall and time to find from here (a ramp: when it reaches
+    5%); None: from their start."""
+    found_after_s: float | None = None
+    """Only namings after this find the faults (the first restart after the fault
+    started: found again in the new incarnation); None: any after the start."""
+
+    @property
+    def counts(self) -> bool:
+        """Whether the run holds anything to find (a ramp may not get there in time)."""
+        return self.counted_from_s is None or self.counted_from_s < self.duration_s
+
+    def clock_s(self) -> float | None:
+        """Where time to detect and to act are measured from."""
+        marks = (self.start_s, self.counted_from_s, self.found_after_s)
+        known = [x for x in marks if x is not None]
+        return max(known) if known else None
+
+    def finds(self, f: Flag, rank: int) -> bool:
+        """``f`` finds faulty ``rank``: right, about it, and in the incarnation counted."""
+        after = self.found_after_s
+        return self.covers(f, rank) and self.is_right(f) and (after is None or f.time_s > after)
 
     def node_of(self, rank: int) -> int:
         return rank // self.gpus_per_node
@@ -80,6 +111,8 @@ class Quality:
     premature_undos: int = 0
     """Our marks removed from a node whose fault was still there (every simulated fault
     lasts to the end of the run)."""
+    false_recoveries: int = 0
+    """``Recovered`` decisions on a suspect whose fault was still there."""
 
     @property
     def precision(self) -> float:
@@ -108,6 +141,7 @@ class Quality:
             "falseActionsPer1000GpuDays": self.false_actions_per_1000_gpu_days,
             "hardwareActionsOnImbalance": self.hardware_actions_on_imbalance,
             "prematureUndos": self.premature_undos,
+            "falseRecoveries": self.false_recoveries,
         }
 
 
@@ -117,26 +151,29 @@ def score_run(
     *,
     per_report_actions: bool = False,
     undos: Iterable[Flag] = (),
+    recoveries: Iterable[Flag] = (),
 ) -> Quality:
     """Score one run. ``per_report_actions``: all disruptive flags of one report are one
     action (a rule that stops the job, as NeMo's ``stop_if_detected``, acts once per
-    report however many ranks it names)."""
+    report however many ranks it names). ``recoveries``: suspects declared recovered."""
     items = sorted(flags, key=lambda f: f.time_s)
     suspects = {(f.kind, f.id) for f in items}
     right = {(f.kind, f.id) for f in items if truth.is_right(f)}
-    start = truth.start_s
+    clock = truth.clock_s()
     detect: list[float] = []
     act: list[float] = []
     found = 0
-    for rank in sorted(truth.faulty_ranks):
-        hits = [f for f in items if truth.covers(f, rank) and truth.is_right(f)]
+    counted = sorted(truth.faulty_ranks) if truth.counts else []
+    for rank in counted:
+        hits = [f for f in items if truth.finds(f, rank)]
         if hits:
             found += 1
-            assert start is not None
-            detect.append(hits[0].time_s - start)
+            assert clock is not None
+            # Named before a ramp reached the bar: found as soon as it counts.
+            detect.append(max(0.0, hits[0].time_s - clock))
             acted = [f.time_s for f in hits if f.disruptive]
             if acted:
-                act.append(acted[0] - start)
+                act.append(max(0.0, acted[0] - clock))
     # A false action is one disruptive verdict per report on a suspect that is not broken.
     wrong = [f for f in items if f.disruptive and not truth.is_right(f)]
     false_actions = len({f.time_s for f in wrong}) if per_report_actions else len(wrong)
@@ -144,7 +181,7 @@ def score_run(
     return Quality(
         named=len(suspects),
         right=len(right),
-        faulty=len(truth.faulty_ranks),
+        faulty=len(counted),
         found=found,
         time_to_detect_s=max(detect) if detect else None,
         time_to_act_s=max(act) if act else None,
@@ -152,6 +189,7 @@ def score_run(
         gpu_days=truth.ranks * truth.duration_s / SECONDS_PER_DAY,
         hardware_actions_on_imbalance=hw,
         premature_undos=sum(1 for u in undos if truth.is_right(u)),
+        false_recoveries=sum(1 for r in recoveries if truth.is_right(r)),
     )
 
 
@@ -171,4 +209,5 @@ def combine(runs: Iterable[Quality]) -> Quality:
         gpu_days=sum(q.gpu_days for q in rs),
         hardware_actions_on_imbalance=sum(q.hardware_actions_on_imbalance for q in rs),
         premature_undos=sum(q.premature_undos for q in rs),
+        false_recoveries=sum(q.false_recoveries for q in rs),
     )

@@ -10,6 +10,11 @@ model rescheduling), so a ladder can climb to its end.
 
 The same window summaries are also scored with NVRx's rule (``nvrx_rule``), so both
 detectors are judged on identical traces. ``replay`` re-decides on a recorded trace.
+
+A restart (``restarts.Restarts``: at given times, or when the controller takes a
+``restartRank``) gives every rank fresh detector state and NVRx fresh minima, starts a
+new incarnation whose report sequence starts at 0, and costs its downtime in windows
+without a report; the controller keeps its own state, as the operator does.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -37,7 +43,6 @@ from pacekeeper.controller.core.policy import DISRUPTIVE_ACTIONS, NODE_ACTIONS, 
 from pacekeeper.controller.core.state import State
 from pacekeeper.controller.simulation.detection import EPOCH, Instrumentation, RealScoring
 from pacekeeper.controller.simulation.models import (
-    ImbalanceKind,
     JobSimulator,
     ModelParams,
     WindowSummary,
@@ -49,10 +54,11 @@ from pacekeeper.controller.simulation.nvrx_rule import (
     flagged,
 )
 from pacekeeper.controller.simulation.quality import Flag, Quality, SubjectKind, Truth, score_run
+from pacekeeper.controller.simulation.restarts import NO_RESTARTS, RestartKind, Restarts
 from pacekeeper.detector.score_report import RankScores, ScoreReport
 
 if TYPE_CHECKING:
-    from pacekeeper.controller.simulation.scenarios import Scenario
+    from pacekeeper.controller.simulation.scenarios import GroundTruth, Scenario
 
 REPORT_HISTORY = 32
 """Reports kept in the job's window (the engine needs its persistence and imbalance
@@ -75,7 +81,13 @@ class RunRecord:
     ours: list[Flag] = field(default_factory=list)
     undos: list[Flag] = field(default_factory=list)
     """Our marks removed (undo decisions), by node."""
+    recoveries: list[Flag] = field(default_factory=list)
+    """Suspects the controller declared ``Recovered``."""
     nvrx: dict[str, list[Flag]] = field(default_factory=dict)
+    restarts_s: list[float] = field(default_factory=list)
+    """When the job restarted (the start of its downtime)."""
+    incarnations: list[str] = field(default_factory=list)
+    """Per report, the reporter's incarnation (``<base>.r<restarts>``)."""
 
 
 def _subject(d: Decision, node_index: dict[str, int]) -> tuple[SubjectKind, int] | None:
@@ -137,6 +149,18 @@ def undo_flags(
     return out
 
 
+def recovery_flags(
+    decisions: Iterable[Decision], time_s: float, node_index: dict[str, int]
+) -> list[Flag]:
+    """Suspects declared ``Recovered`` (a release, or a ladder closed for it)."""
+    out = []
+    for d in decisions:
+        subj = _subject(d, node_index) if d.reason is Reason.RECOVERED else None
+        if subj is not None:
+            out.append(Flag(time_s, subj[0], subj[1]))
+    return out
+
+
 class Replayer:
     """Feeds reports to the real decision core one at a time, like the operator would."""
 
@@ -146,13 +170,16 @@ class Replayer:
         self.cluster: ClusterView | None = None
         self.reports: deque[ScoreReport] = deque(maxlen=REPORT_HISTORY)
         self._seen: set[str] = set()
+        self.started_at: datetime | None = None
+        """This incarnation's start as the operator sees it; None: the first report's."""
 
     def step(self, report: ScoreReport) -> list[Decision]:
         self.reports.append(report)
         if self.cluster is None:
             self.cluster = cluster_from_reports([report])
         first = self.reports[0].generated_at - timedelta(seconds=self.reports[0].window_s)
-        jv = job_view(self.reports, started_at=min(first, EPOCH))
+        started = self.started_at or min(first, EPOCH)
+        jv = job_view(self.reports, started_at=started)
         now = report.generated_at
         out = decide(Window(jobs=(jv,), cluster=self.cluster), self.state, self.policy, now)
         self.state = out.next_state
@@ -186,9 +213,12 @@ def run_scenario(
     trace: IO[str] | None = None,
     on_window: Callable[[int], None] | None = None,
     instrumentation: Instrumentation | None = None,
+    restarts: Restarts = NO_RESTARTS,
 ) -> RunRecord:
     """``instrumentation``: what the job turned on in the detector (default: collective
-    timing and topology, as ``Detector.initialize`` and ``set_topology`` give them)."""
+    timing, topology and GPU identities, as ``Detector.initialize`` and ``set_topology``
+    give them); ``restarts``: when the job restarts. ``windows`` counts the job's
+    clock, downtime included."""
     layout = sim.layout
     names = [layout.node_name(n) for n in range(layout.nodes())]
     rec = RunRecord(layout.ranks, layout.gpus_per_node, sim.p.window_s, names)
@@ -198,31 +228,55 @@ def run_scenario(
         layout,
         coords=sim.coords() if inst.topology else None,
         collective_timing=inst.collective_timing,
+        gpu_uuids=inst.gpu_uuid,
     )
     replayer = Replayer(policy)
     nvrx = NvrxScorer()
     rec.nvrx = {r.name: [] for r in nvrx_rules}
-    for i in range(windows):
+    i = 0
+    restart_now = False
+    while i < windows:
+        begin = sim.clock_s
+        if restart_now or restarts.due(begin, begin + sim.steps_per_window * sim.p.step_s):
+            restart_now = False
+            rec.restarts_s.append(begin)
+            scoring.restart()
+            nvrx = NvrxScorer()
+            down = min(restarts.downtime_windows, windows - i)
+            sim.skip(down)
+            for j in range(i, i + down):
+                if on_window is not None:
+                    on_window(j)
+            i += down
+            if restarts.kind is RestartKind.RESUBMITTED:
+                replayer.started_at = EPOCH + timedelta(seconds=sim.clock_s)
+            if i >= windows:
+                break
         w: WindowSummary = sim.next_window()
         report = scoring.report(w)
         if trace is not None:
             trace.write(report.to_json() + "\n")
         t = w.end_s
         rec.times_s.append(t)
+        rec.incarnations.append(scoring.incarnation)
         rec.scores.append(judged_scores(report, layout.ranks, policy))
         decisions = replayer.step(report)
         rec.decisions.extend(decisions)
         rec.decision_times_s.extend([t] * len(decisions))
         rec.ours.extend(flags_from_decisions(decisions, t, node_index, replayer._seen))
         rec.undos.extend(undo_flags(decisions, t, node_index))
+        rec.recoveries.extend(recovery_flags(decisions, t, node_index))
         ns = nvrx.score(w)
         for rule in nvrx_rules:
             hit = np.flatnonzero(flagged(ns, rule))
             # NeMo's stop_if_detected stops the job on any flag (quality counts one
             # action per report, see ``score_run(per_report_actions=True)``).
             rec.nvrx[rule.name].extend(Flag(t, SubjectKind.RANK, int(r), True) for r in hit)
+        # The pod is evicted now; the job is back after its downtime.
+        restart_now = restarts.triggered_by(decisions)
         if on_window is not None:
             on_window(i)
+        i += 1
     return rec
 
 
@@ -269,6 +323,25 @@ class Outcome:
     quality: dict[str, Quality]
 
 
+def truth_of(gt: GroundTruth, rec: RunRecord, ranks: int, duration_s: float) -> Truth:
+    """What quality scores a run against: the scenario's truth, and the restarts that
+    happened (the first at or after the fault's start must be survived)."""
+    start = gt.start_s()
+    after = None
+    if start is not None:
+        after = next((t for t in rec.restarts_s if t >= start), None)
+    return Truth(
+        faulty_ranks=gt.faulty_ranks,
+        start_s=start,
+        gpus_per_node=rec.gpus_per_node,
+        ranks=ranks,
+        duration_s=duration_s,
+        imbalance=gt.workload_only,
+        counted_from_s=gt.counted_from_s(),
+        found_after_s=after,
+    )
+
+
 def simulate(
     scenario: str | Scenario,
     ranks: int,
@@ -283,7 +356,8 @@ def simulate(
 ) -> Outcome:
     """Build the scenario, run it through the real scoring and engine, score it.
     ``params``: the job's model (``ModelParams.ddp_overlap`` and the rest);
-    ``instrumentation``: what the job turned on in the detector."""
+    ``instrumentation``: what the job turned on in the detector. Without ``policy``, the
+    simulation policy in the scenario's mode (``Scenario.mode``, else dry-run)."""
     from pacekeeper.controller.simulation.presets import simulation_policy
     from pacekeeper.controller.simulation.scenarios import get_scenario
 
@@ -295,23 +369,23 @@ def simulate(
             f"duration {duration_s}s is shorter than one report window ({p.window_s}s)"
         )
     sim, gt = sc.build(ranks, windows * p.window_s, seed, params=p)
-    doc = policy or simulation_policy()
+    doc = policy or (simulation_policy(sc.mode) if sc.mode else simulation_policy())
+    run = partial(
+        run_scenario,
+        sim,
+        windows,
+        doc,
+        on_window=on_window,
+        instrumentation=instrumentation,
+        restarts=gt.restarts,
+    )
     if trace_path is not None:
         with Path(trace_path).open("w", encoding="utf-8") as fh:
-            rec = run_scenario(
-                sim, windows, doc, trace=fh, on_window=on_window, instrumentation=instrumentation
-            )
+            rec = run(trace=fh)
     else:
-        rec = run_scenario(sim, windows, doc, on_window=on_window, instrumentation=instrumentation)
-    truth = Truth(
-        faulty_ranks=gt.faulty_ranks,
-        start_s=gt.start_s(),
-        gpus_per_node=p.gpus_per_node,
-        ranks=ranks,
-        duration_s=windows * p.window_s,
-        imbalance=gt.imbalance is not ImbalanceKind.NONE,
-    )
-    quality = {"pacekeeper": score_run(rec.ours, truth, undos=rec.undos)}
+        rec = run()
+    truth = truth_of(gt, rec, ranks, windows * sim.p.window_s)
+    quality = {"pacekeeper": score_run(rec.ours, truth, undos=rec.undos, recoveries=rec.recoveries)}
     for name, flags in rec.nvrx.items():
         quality[name] = score_run(flags, truth, per_report_actions=True)
     return Outcome(sc.name, rec, truth, quality)

@@ -5,7 +5,8 @@ A synchronous job's ranks meet in collectives: the ones that get there first wai
 the last. The detector times the blocking calls on each rank (the wait for the slowest
 peer plus the transfer itself), and DDP's backward from its last ready bucket to the
 end of the section around it, and scores each section on the median over entries of
-each entry's time less its own wait (``SectionSummary.work_median_ns``). This module places that wait:
+each entry's time less its own wait (``SectionSummary.work_median_ns``). This module
+places that wait:
 
 * the gradient all-reduce, among the ranks of one data-parallel group: in the
   ``optimizer`` section, or, with DDP overlap, inside ``forward_backward`` (the

@@ -51,6 +51,50 @@ FEATURES: dict[str, dict[str, Any]] = {
         "serviceAccount": {"annotations": {"iam.example.com/role": "pacekeeper"}}
     },
     "metrics-off": {"metrics": {"enabled": False}},
+    "metrics-open": {"metrics": {"access": "open"}},
+    "metrics-localhost": {"metrics": {"access": "localhost"}},
+    "metrics-scrapers": {
+        "metrics": {
+            "scrapers": [{"namespace": "monitoring", "serviceAccount": "prometheus-k8s"}],
+            "serviceMonitor": {"enabled": True},
+        }
+    },
+    "service-monitor-token-secret": {
+        "metrics": {
+            "serviceMonitor": {
+                "enabled": True,
+                "bearerTokenSecret": {"name": "prometheus-scrape-token", "key": "token"},
+            }
+        }
+    },
+    "webhook": {"webhook": {"enabled": True}},
+    "webhook-metrics-open": {"webhook": {"enabled": True}, "metrics": {"access": "open"}},
+    "webhook-cert-manager": {
+        "webhook": {"enabled": True},
+        "tls": {"source": "certManager"},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    },
+    "webhook-cluster-issuer": {
+        "webhook": {"enabled": True, "failurePolicy": "Fail", "timeoutSeconds": 2},
+        "tls": {
+            "source": "certManager",
+            "certManager": {"issuerRef": {"kind": "ClusterIssuer", "name": "platform-ca"}},
+        },
+    },
+    "tls-existing-secret": {
+        "webhook": {
+            "enabled": True,
+            "namespaceSelector": {"matchLabels": {"pacekeeper.dev/inject": "enabled"}},
+            "objectSelector": {"matchLabels": {"team": "ml"}},
+        },
+        "tls": {
+            "source": "secret",
+            "secret": {
+                "name": "platform-tls",
+                "caBundle": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",
+            },
+        },
+    },
     "metrics-network-policy": {"metrics": {"networkPolicy": {"enabled": True}}},
     "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"p": "k"}}}},
     "prometheus-rule": {"metrics": {"prometheusRule": {"enabled": True}}},

@@ -25,6 +25,7 @@ KUBE_VERSION = "1.33.0"
 RELEASE = "pk"
 NAMESPACE = "pacekeeper-system"
 PROMETHEUS_OPERATOR_CRDS = Path(__file__).with_name("fixtures") / "prometheus_operator_crds.yaml"
+CERT_MANAGER_CRDS = Path(__file__).with_name("fixtures") / "cert_manager_crds.yaml"
 
 Manifest = dict[str, Any]
 
@@ -91,9 +92,10 @@ def kinds(objects: list[Manifest]) -> list[str]:
 @cache
 def _custom_schemas() -> dict[tuple[str, str], dict[str, Any]]:
     """(apiVersion, kind) -> openAPIV3Schema of every CRD we know of: the chart's own and
-    the prometheus-operator subset in fixtures/."""
+    the prometheus-operator and cert-manager subsets in fixtures/."""
     defs = list(crds())
-    defs += [d for d in yaml.safe_load_all(PROMETHEUS_OPERATOR_CRDS.read_text()) if d]
+    for fixture in (PROMETHEUS_OPERATOR_CRDS, CERT_MANAGER_CRDS):
+        defs += [d for d in yaml.safe_load_all(fixture.read_text()) if d]
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
     for crd in defs:
         spec = crd["spec"]
@@ -125,7 +127,7 @@ def _validate_builtin(obj_json: str) -> None:
     kubernetes_validate.validate(json.loads(obj_json), KUBE_VERSION, strict=True)
 
 
-def _structural(schema: dict[str, Any]) -> dict[str, Any]:
+def _structural(schema: dict[str, Any], *, top: bool = True) -> dict[str, Any]:
     """A CRD schema as plain JSON schema: Kubernetes prunes unknown fields, so an object
     without x-kubernetes-preserve-unknown-fields gets additionalProperties false (a typo
     we render would otherwise vanish silently on the API server)."""
@@ -134,16 +136,17 @@ def _structural(schema: dict[str, Any]) -> dict[str, Any]:
         if key.startswith("x-kubernetes-"):
             continue
         if key == "properties":
-            out[key] = {name: _structural(sub) for name, sub in value.items()}
+            out[key] = {name: _structural(sub, top=False) for name, sub in value.items()}
         elif key in ("items", "additionalProperties") and isinstance(value, dict):
-            out[key] = _structural(value)
+            out[key] = _structural(value, top=False)
         else:
             out[key] = value
     is_object = schema.get("type") == "object" and "properties" in schema
     if is_object and not schema.get("x-kubernetes-preserve-unknown-fields"):
         out.setdefault("additionalProperties", False)
-    if "properties" in out:
-        # metadata is checked by the API server, not the CRD schema.
+    if top and "properties" in out:
+        # metadata is checked by the API server, not the CRD schema; a nested `kind`
+        # (cert-manager's issuerRef.kind) is an ordinary field.
         out["properties"].pop("metadata", None)
         out["properties"].pop("apiVersion", None)
         out["properties"].pop("kind", None)

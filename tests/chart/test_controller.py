@@ -37,6 +37,11 @@ def test_default_command_is_the_documented_operator_contract() -> None:
         "--leader-election",
         "--metrics-port",
         "8080",
+        # Scrapes carry a token the API checks, over TLS (tests/chart/test_metrics_access.py).
+        "--metrics-access",
+        "kubernetes",
+        "--metrics-tls-dir",
+        "/var/run/secrets/pacekeeper.dev/tls",
         "--log-format",
         "json",
         # A policy edited into something invalid keeps the pod up, deciding nothing and

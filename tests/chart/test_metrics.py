@@ -70,7 +70,8 @@ def test_no_leader_alert_only_with_leader_election() -> None:
 
 
 def test_helm_test_hook_scrapes_the_metrics_service() -> None:
-    pod = one(render(), "Pod")
+    # With access=open (kubernetes, the default: tests/chart/test_metrics_access.py).
+    pod = one(render(FEATURES["metrics-open"]), "Pod")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     script = pod["spec"]["containers"][0]["command"][-1]
     assert f"http://{RELEASE}-pacekeeper-metrics.{NAMESPACE}.svc:8080/metrics" in script

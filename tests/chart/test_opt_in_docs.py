@@ -120,3 +120,30 @@ def test_every_training_container_gets_the_reporting_environment(obj: dict[str, 
         assert by_name["PACEKEEPER_JOB_NAME"]["value"] == obj["metadata"]["name"]
         for name, field in DOWNWARD_API.items():
             assert by_name[name]["valueFrom"]["fieldRef"]["fieldPath"] == field
+
+
+def test_the_webhook_adds_exactly_the_documented_environment() -> None:
+    from pacekeeper.controller.runtime.injection import inject
+
+    (job,) = [o for o in FRAMEWORKS if (o["apiVersion"], o["kind"]) == ("batch/v1", "Job")]
+    template = job["spec"]["template"]
+    (documented,) = [c["env"] for c in template["spec"]["containers"]]
+    bare = {
+        "metadata": {**template["metadata"],
+                     # What the Job controller labels each pod with.
+                     "labels": {"batch.kubernetes.io/job-name": job["metadata"]["name"]}},
+        "spec": {**template["spec"], "containers": [
+            {k: v for k, v in c.items() if k != "env"} for c in template["spec"]["containers"]
+        ]},
+    }  # fmt: skip
+    (op,) = inject(bare).patch
+    assert op["path"] == "/spec/containers/0/env"
+    added = {e["name"]: e for e in op["value"]}
+    for entry in documented:
+        want = dict(entry)
+        got = added.pop(entry["name"])
+        if "valueFrom" in want:
+            got = {**got, "valueFrom": {"fieldRef": {
+                "fieldPath": got["valueFrom"]["fieldRef"]["fieldPath"]}}}  # fmt: skip
+        assert got == want
+    assert added == {}

@@ -25,9 +25,13 @@ def granted(values: dict[str, Any] | None, group: str, resource: str) -> set[str
     return {
         verb
         for _, _, rule in rules(values)
-        if group in rule["apiGroups"] and resource in rule["resources"]
+        if group in rule.get("apiGroups", []) and resource in rule.get("resources", [])
         for verb in rule["verbs"]
     }
+
+
+SCRAPE_RULE = {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+"""The one non-resource rule: what a scraper holds (metrics.access=kubernetes)."""
 
 
 @pytest.mark.parametrize("feature", sorted(FEATURES))
@@ -35,14 +39,17 @@ def test_no_rule_uses_a_wildcard_or_touches_secrets(feature: str) -> None:
     found = rules(FEATURES[feature])
     assert found
     for kind, name, rule in found:
-        for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+        for field in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
             assert "*" not in rule.get(field, []), f"{kind}/{name} has '*' in {field}"
+        if "nonResourceURLs" in rule:
+            assert (kind, name, rule) == ("ClusterRole", f"{RELEASE}-pacekeeper-metrics-reader",
+                                          SCRAPE_RULE)  # fmt: skip
+            continue
         assert "secrets" not in rule["resources"], f"{kind}/{name}"
         if "configmaps" in rule["resources"]:
             # Only the controller's own state, in its own namespace, read one by one.
             assert kind == "Role", f"{kind}/{name}"
             assert set(rule["verbs"]) <= {"create", "get", "update", "delete"}, rule
-        assert "nonResourceURLs" not in rule
 
 
 def test_defaults_grant_no_write_on_nodes_or_pods() -> None:
@@ -101,7 +108,7 @@ def test_leases_are_namespaced_and_limited_to_the_leader_lease() -> None:
 
 
 def test_bindings_name_the_controller_service_account() -> None:
-    objects = render(FEATURES["existing-service-account"])
+    objects = render(FEATURES["existing-service-account"] | FEATURES["metrics-open"])
     assert all(o["kind"] != "ServiceAccount" for o in objects)
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "platform-sa"

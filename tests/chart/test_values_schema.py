@@ -139,6 +139,69 @@ BAD_VALUES: dict[str, tuple[dict[str, Any], list[str]]] = {
         {"policy": {"policies": {"gpu": {}}}},
         ["/policy/policies", "'default'"],
     ),
+    "unknown-metrics-access": (
+        {"metrics": {"access": "anyone"}},
+        ["/metrics/access", "'kubernetes', 'localhost', 'open'"],
+    ),
+    "service-monitor-on-localhost": (
+        {"metrics": {"access": "localhost", "serviceMonitor": {"enabled": True}}},
+        ["/metrics/serviceMonitor/enabled"],
+    ),
+    "scrapers-without-authentication": (
+        {
+            "metrics": {
+                "access": "open",
+                "scrapers": [{"namespace": "monitoring", "serviceAccount": "prom"}],
+            }
+        },
+        ["/metrics/scrapers", "maxItems"],
+    ),
+    "scraper-without-namespace": (
+        {"metrics": {"scrapers": [{"serviceAccount": "prom"}]}},
+        ["/metrics/scrapers/0", "namespace"],
+    ),
+    "unknown-tls-source": (
+        {"tls": {"source": "vault"}},
+        ["/tls/source", "'helm', 'certManager', 'secret'"],
+    ),
+    "tls-secret-without-name": ({"tls": {"source": "secret"}}, ["/tls/secret/name"]),
+    "webhook-secret-without-ca-bundle": (
+        {"webhook": {"enabled": True}, "tls": {"source": "secret", "secret": {"name": "t"}}},
+        ["/tls/secret/caBundle"],
+    ),
+    "ca-bundle-not-base64": (
+        {"tls": {"secret": {"caBundle": "-----BEGIN CERTIFICATE-----"}}},
+        ["/tls/secret/caBundle"],
+    ),
+    "helm-certificate-too-short": (
+        {"tls": {"helm": {"validityDays": 7}}},
+        ["/tls/helm/validityDays", "got 7"],
+    ),
+    "renewal-window-too-long": (
+        {"tls": {"helm": {"renewBeforeDays": 400}}},
+        ["/tls/helm/renewBeforeDays", "got 400"],
+    ),
+    "cert-manager-duration-not-go": (
+        {"tls": {"certManager": {"duration": "90 days"}}},
+        ["/tls/certManager/duration", "90 days"],
+    ),
+    "issuer-of-an-unknown-kind": (
+        {"tls": {"certManager": {"issuerRef": {"kind": "Vault", "name": "v"}}}},
+        ["/tls/certManager/issuerRef/kind", "'Issuer', 'ClusterIssuer'"],
+    ),
+    "webhook-failure-policy": (
+        {"webhook": {"failurePolicy": "Retry"}},
+        ["/webhook/failurePolicy", "'Ignore', 'Fail'"],
+    ),
+    "webhook-timeout-too-long": (
+        {"webhook": {"timeoutSeconds": 60}},
+        ["/webhook/timeoutSeconds", "got 60"],
+    ),
+    "webhook-selector-operator": (
+        {"webhook": {"objectSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]}}},
+        ["/webhook/objectSelector/matchExpressions/0/operator", "'In', 'NotIn'"],
+    ),
+    "webhook-no-replicas": ({"webhook": {"replicas": 0}}, ["/webhook/replicas", "got 0"]),
     "no-policies": (
         {"policy": {"policies": {}, "defaultPolicy": "gpu"}},
         ["/policy/policies", "minProperties"],

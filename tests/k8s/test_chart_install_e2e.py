@@ -28,6 +28,8 @@ NAMESPACE = "pacekeeper"  # operator_world's controller namespace
 
 VALUES: dict[str, Any] = {
     "mode": "enforce",
+    # Scraped over plain loopback here (the default, "kubernetes", serves HTTPS only).
+    "metrics": {"access": "localhost"},
     "actions": {
         "notify": {"enabled": True},
         "taintNode": {"enabled": True},

@@ -123,6 +123,7 @@ def test_crd_schema_lists_every_field_of_the_report_so_the_server_prunes_nothing
         JobIdentity,
         KernelTiming,
         NodeSummary,
+        ProbeEvidence,
         RankScores,
         Summary,
     )
@@ -135,6 +136,7 @@ def test_crd_schema_lists_every_field_of_the_report_so_the_server_prunes_nothing
         (JobIdentity, report["job"]["properties"]),
         (KernelTiming, report["kernelTiming"]["properties"]),
         (RankScores, report["ranks"]["items"]["properties"]),
+        (ProbeEvidence, report["ranks"]["items"]["properties"]["probe"]["properties"]),
         (Summary, summary),
         (NodeSummary, summary["nodes"]["items"]["properties"]),
     ]

@@ -56,7 +56,7 @@ def test_status_json_names_worst_rank_verdict_marks_and_budget(
     args = ["status", "kubernetes", "--kubeconfig", str(kc), "--namespace", CONTROLLER_NS]
     result = CliRunner().invoke(app, [*args, "-o", "json"])
     assert result.exit_code == 0, result.output
-    (row,) = json.loads(result.output)
+    (row,) = json.loads(result.stdout)  # output mixes in stderr: the harness logs there
     assert row["job"] == KEY
     assert row["ranks"] == 12
     assert row["worst"][0] == {"rank": 5, "node": "n1", "score": 0.5}

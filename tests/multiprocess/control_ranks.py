@@ -72,3 +72,26 @@ def controlled_world(rank: int, world_size: int, out_dir: str) -> None:
     Detector.shutdown()
     with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
         pickle.dump(result, f)
+
+
+def probe_world(rank: int, world_size: int, out_dir: str) -> None:
+    """Reports under a control file that asks for the probe: nothing, ``p1`` twice, then
+    ``p2``; rank 0 keeps each report's per-rank probe ids and devices."""
+    path = os.path.join(out_dir, "control.json")
+    source = f"file:{path}" if rank == 0 else f"file:{path}.not-there-{rank}"
+    Detector.initialize(
+        report_time_interval=3600, node_name=f"n{rank}", kernel_timing="none", control=source
+    )
+    seen: list[dict[int, Any]] = []
+    for doc in (None, {"probe": {"id": "p1"}}, {"probe": {"id": "p1"}}, {"probe": {"id": "p2"}}):
+        if rank == 0:
+            _write(path, doc)
+        with Detector.detection_section("step", profile_cuda=False):
+            time.sleep(0.005)
+        Detector.generate_report()
+        latest = Detector.latest_score_report() if rank == 0 else None
+        if latest is not None:
+            seen.append({r.rank: r.probe for r in latest.ranks})
+    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
+        pickle.dump({"seen": seen, "errors": Detector.internal_errors()}, f)
+    Detector.shutdown()

@@ -6,7 +6,6 @@ collectives, for which rank 1 is just as late, count for nothing."""
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 
 import pytest
 import victim_worlds

@@ -10,6 +10,7 @@ placements scored the culprit 1.0 (it never waits) and its peers 0.3-0.8."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import statistics
 from datetime import UTC, datetime
@@ -53,11 +54,23 @@ def _policy(section: str, act: float) -> Any:
     )  # fmt: skip
 
 
-# DDP's backward at 10% is left out: with eight ranks sharing two cores, each reduction
-# wakes all eight at once and the few ms until each runs again land partly in the
-# backward; a 10% culprit scored 0.93 in a quiet run and 0.99 (no lower than its
+# DDP's backward at 10% needs a core per rank: with eight ranks on two cores each
+# reduction wakes all eight at once and the few ms until each runs again land partly in
+# the backward; a 10% culprit scored 0.93 in a quiet run and 0.99 (no lower than its
 # victims) in a loaded one (docs/detection-quality.md). 30% is found in every run.
-WORLDS = [(p, loss) for p in PLACEMENTS for loss in LOSSES if (p, loss) != ("backward", 0.1)]
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+WORLDS = [
+    pytest.param(
+        (p, loss),
+        marks=pytest.mark.skipif(
+            (p, loss) == ("backward", 0.1) and (_CORES or 1) < WORLD,
+            reason=f"DDP at 10% needs {WORLD} cores for {WORLD} ranks, this machine has "
+            f"{_CORES} (runs on the GPU machine's 16: docs/detection-quality.md)",
+        ),
+    )
+    for p in PLACEMENTS
+    for loss in LOSSES
+]
 
 
 @pytest.fixture(scope="module", params=WORLDS, ids=lambda p: f"{p[0]}-{int(p[1] * 100)}pct")

@@ -58,6 +58,9 @@ def chart_values(
         raise ValueError(f"not chart actions: {sorted(unknown)}")
     return {
         "mode": mode,
+        # The scenarios read the operator's /metrics on loopback, as a sidecar would; the
+        # chart's default (kubernetes) has its own test: test_metrics_auth_e2e.py.
+        "metrics": {"access": "localhost"},
         "actions": {a: {"enabled": a in enabled} for a in ACTIONS},
         "policy": dict(policy),
         "reporterRbac": {"enabled": bool(reporters), "bindings": [dict(r) for r in reporters]},
@@ -83,7 +86,11 @@ def render(values: Mapping[str, Any]) -> ChartRelease:
     if chart_render().NAMESPACE != CHART_NAMESPACE:
         raise AssertionError("identities.CHART_NAMESPACE differs from chart_render.NAMESPACE")
     order = {kind: i for i, kind in enumerate(RBAC_KINDS)}
-    rbac = sorted((o for o in objects if o["kind"] in order), key=lambda o: order[o["kind"]])
+    # `helm test` hooks (the metrics test's ServiceAccount and binding) are not installed.
+    installed = [
+        o for o in objects if "helm.sh/hook" not in (o["metadata"].get("annotations") or {})
+    ]
+    rbac = sorted((o for o in installed if o["kind"] in order), key=lambda o: order[o["kind"]])
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     (policy_map,) = [

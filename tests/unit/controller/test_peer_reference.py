@@ -215,6 +215,25 @@ def test_a_slow_rank_that_also_waits_for_a_slower_one_is_no_victim() -> None:
     assert judged.values[5] is not None and judged.values[5] < 0.8
 
 
+def test_a_slow_gpu_that_waits_for_a_slower_one_is_judged_by_its_gpu_score() -> None:
+    # Rank 3's GPU is slower than its peers (0.75) but rank 7's much more so (0.5): rank 3
+    # waits for rank 7 almost as long as the healthy ranks do, so its busy score passes.
+    # GPU scores leave the communication kernels out: no wait is in them, and rank 3 is
+    # slow by its own GPU (the simulator found every such GPU missed as a "victim").
+    scores = dict.fromkeys(range(16), 1.0) | {3: 0.75, 7: 0.5}
+    waits = dict.fromkeys(range(16), 0.40) | {3: 0.35, 7: 0.0}
+    report = topo_report(scores, seq=1, at=T0, waits=waits)
+    for kind in ("gpuRelative", "worst"):
+        judged = _judge(report, {**GPU, "score": {"kind": kind}})
+        assert judged.victims == {}, kind
+        assert judged.values[3] is not None and judged.values[3] < 0.8, kind
+        assert judged.values[7] is not None and judged.values[7] < 0.8, kind
+    # The same shape in a section that holds the collective: rank 3 waited, a victim.
+    sections = topo_report(scores | {3: 0.7}, seq=1, at=T0, waits=waits, section="backward")
+    judged = _judge(sections, STEP)
+    assert 3 in judged.victims and 7 not in judged.victims
+
+
 def test_policy_reference_and_victim_settings_are_validated() -> None:
     doc = parse_policy_document(
         {"policies": {"default": {"score": {"reference": "peerMedian", "minDeviations": 2}}}}

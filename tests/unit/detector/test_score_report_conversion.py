@@ -111,3 +111,21 @@ def test_the_score_report_is_made_only_when_asked_for_and_describes_its_window(
         Detector.remove_report_listener(seen.append)
     finally:
         Detector.shutdown()
+
+
+def test_each_rank_reports_its_process_id() -> None:
+    """Ray places a rank by (Ray node id, pid) of the job's own actors: a report without
+    the pid can never be matched (controller/sources/ray_trust.py) and no Ray action
+    could ever be trusted."""
+    import os
+
+    Detector.initialize(report_time_interval=3600, kernel_timing="none")
+    try:
+        with Detector.detection_section("step"):
+            pass
+        Detector.generate_report()
+        latest = Detector.latest_score_report()
+        assert latest is not None
+        assert [r.pid for r in latest.ranks] == [os.getpid()]
+    finally:
+        Detector.shutdown()

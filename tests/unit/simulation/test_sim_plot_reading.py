@@ -67,3 +67,29 @@ def test_the_colour_bar_names_the_policy_score_and_section() -> None:
         score_label(doc)
         == "sectionRelative score of section 'forward' (policy 'default'; 1 = the job's pace)"
     )
+
+
+def test_a_restart_leaves_its_downtime_empty_and_every_window_over_its_own_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import matplotlib.pyplot as plt
+
+    kept: list[Any] = []
+    monkeypatch.setattr(plt, "close", kept.append)
+    rec = RunRecord(16, 8, 60.0, ["node-0", "node-1"])
+    for end in (60.0, 120.0, 180.0, 300.0, 360.0):  # down from 180 to 240 s
+        rec.times_s.append(end)
+        rec.scores.append(np.full(16, 0.9 if end > 200 else 1.0))
+    rec.restarts_s = [180.0]
+    truth = Truth(frozenset(), None, 8, 16, 360.0, imbalance=False)
+    heatmap(rec, truth, tmp_path / "h.png")
+    ax = kept[0].axes[0]
+    (img,) = ax.get_images()
+    data = img.get_array()
+    assert data.shape == (16, 6)  # six windows on the clock, five reports
+    assert list(np.ma.getmaskarray(data)[0]) == [False, False, False, True, False, False]
+    assert img.get_extent()[:2] == pytest.approx([0.0, 360.0])
+    restart_lines = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+    assert [ln.get_xdata()[0] for ln in restart_lines] == [180.0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "job restart (grey: down)" in labels

@@ -58,7 +58,9 @@ def test_a_bad_trace_line_is_refused_naming_file_and_line(tmp_path: Path) -> Non
 
 def test_cli_simulate_prints_the_table_and_writes_heatmap_and_trace(tmp_path: Path) -> None:
     png, trace = tmp_path / "h.png", tmp_path / "t.jsonl"
-    args = ["simulate", "--scenario", "slow-node-15", "--ranks", "16", "--duration", "600"]
+    # Three nodes: one slow node of two would be half the job, which the default
+    # policy's jobWideFraction (0.5) calls job-wide.
+    args = ["simulate", "--scenario", "slow-node-15", "--ranks", "24", "--duration", "600"]
     res = CliRunner().invoke(app, [*args, "--plot", str(png), "--trace", str(trace)])
     assert res.exit_code == 0, res.output
     assert "pacekeeper" in res.output and "nvrx-0.7-gpu" in res.output
@@ -73,8 +75,8 @@ def test_cli_simulate_prints_the_table_and_writes_heatmap_and_trace(tmp_path: Pa
     assert f"{len(decided)} decisions under mode dry-run" in " ".join(res.output.split())
     # The default policy judges every score; with the collective wait out of the
     # sections the slow node is the one it would act on, not "job-wide".
-    _, truth = get_scenario("slow-node-15").build(16, 600.0, seed=0)
-    (node,) = truth.faulty_nodes(Layout(16, 8))
+    _, truth = get_scenario("slow-node-15").build(24, 600.0, seed=0)
+    (node,) = truth.faulty_nodes(Layout(24, 8))
     acted = {d.subject for _, d in decided if d.reason is Reason.OBSERVE_MODE}
     assert acted == {f"node/node-{node:05d}"}
 

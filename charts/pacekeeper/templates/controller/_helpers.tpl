@@ -36,6 +36,14 @@ app.kubernetes.io/component: controller
 - {{ ternary "--leader-election" "--no-leader-election" .Values.controller.leaderElection.enabled }}
 - --metrics-port
 - {{ ternary .Values.metrics.port 0 .Values.metrics.enabled | quote }}
+{{- if .Values.metrics.enabled }}
+- --metrics-access
+- {{ .Values.metrics.access }}
+{{- if include "pacekeeper.metrics.authenticated" . }}
+- --metrics-tls-dir
+- {{ include "pacekeeper.tls.mountPath" . }}
+{{- end }}
+{{- end }}
 - --log-format
 - {{ .Values.controller.logging.format }}
 - --on-invalid-policy

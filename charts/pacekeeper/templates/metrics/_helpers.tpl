@@ -8,3 +8,12 @@
 {{ include "pacekeeper.labels" . }}
 app.kubernetes.io/component: metrics
 {{- end -}}
+
+{{- define "pacekeeper.metrics.readerName" -}}
+{{- printf "%s-metrics-reader" (include "pacekeeper.fullname" .) -}}
+{{- end -}}
+
+{{/* Reachable through a Service: not with access=localhost (127.0.0.1 in the pod). */}}
+{{- define "pacekeeper.metrics.served" -}}
+{{- if and .Values.metrics.enabled (ne .Values.metrics.access "localhost") -}}true{{- end -}}
+{{- end -}}

@@ -1,0 +1,543 @@
+"""Memory of hardware: per node and GPU, how that GPU scored against its peers in every
+job and incarnation it served, and the speed factor it has when healthy.
+
+What one report teaches: for each listed rank that names its GPU (``gpuUuid``), the
+GPU's *ratio* — its GPU relative score over its peers' median (``peers``), a comparison
+made now, among ranks doing the same work, so no restart resets it — kept under the
+node the API places the rank on (the shell has checked every rank's node against the
+job's pods before the core sees the report) and the GPU the job names. From that:
+
+- **Slow across jobs is hardware.** Each GPU keeps a record per (job, incarnation) it
+  served: windows, slow windows, mean calibrated ratio. A GPU slow in another job too
+  is the hardware's doing (``slow_elsewhere``).
+- **Calibration.** A GPU's speed factor is the median of its first
+  ``calibration.windowsToLearn`` healthy ratios, then follows later healthy ones at
+  most ``maxDriftPerHour``; never beyond ``1 ± maxDeviation``. Healthy means: not
+  judged slow by the job's policy, not on a node the job's ladder is on, not slow by the
+  memory's own bar, within ``maxDeviation`` of 1, and (once there is a factor) within
+  ``trackBand`` of it. So a GPU that fails slowly cannot calibrate itself healthy: a
+  step leaves the band at once, a ramp outruns the drift limit, and a flagged window
+  teaches nothing.
+- **Recovery means the same GPU scoring well against its peers** (``unrecovered``), in
+  windows after the mark — not a fresh baseline reporting 1.0.
+
+Bounded: ``MAX_GPUS_PER_NODE`` GPUs per node, ``MAX_SERVICES_PER_GPU`` job records per
+GPU, ``MAX_RECENT`` recent windows, and ``MAX_NODES_PER_SHARD`` nodes in each of
+``SHARDS`` shards (the shell stores one ConfigMap per shard; the worst case of a full
+shard stays under the 1 MiB a ConfigMap may hold). A newcomer takes the place of the
+least valuable entry (no slow history, longest unseen; never a node carrying our marks,
+never a GPU with a slow history), or is not remembered. Aged: a GPU's window counts
+halve every ``halfLifeS``; records and GPUs unseen for ``maxAgeS`` are forgotten.
+
+Pure, like the rest of the core: time is passed in. Serialisable: camelCase JSON with
+epoch seconds, every field defaulted, no ``null`` inside arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import statistics
+import zlib
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, NamedTuple
+
+import numpy as np
+from pydantic import ConfigDict, PlainSerializer, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
+
+from pacekeeper.controller.core.ids import NodeName
+from pacekeeper.controller.core.peers import GpuCalibration
+from pacekeeper.controller.core.policy import HardwareMemorySettings, HardwareUse
+from pacekeeper.detector.score_report import ScoreReport
+
+MEMORY_VERSION = 1
+MAX_GPUS_PER_NODE = 16
+"""More GPUs than any node has (8 is common, 16 the largest boards): a job naming more
+on one node is lying, and cannot push real ones out beyond this."""
+MAX_SERVICES_PER_GPU = 4
+MAX_RECENT = 8
+"""Recent windows per GPU: what recovery reads (``recovery.consecutiveReports`` beyond
+this count as this)."""
+SHARDS = 128
+MAX_NODES_PER_SHARD = 44
+MAX_NODES = SHARDS * MAX_NODES_PER_SHARD
+MAX_HEALTHY_PER_WINDOW = 1024
+"""Healthy GPUs one window updates at most (the rest in later windows, in turn); flagged
+and slow ones are always recorded."""
+MAX_JOB_CHARS = 64
+"""Job keys longer than this are kept as a prefix and a hash (bounded records)."""
+MIN_SLOW_WINDOWS = 2
+"""A job's record on a GPU is slow with at least this many slow windows, and at least
+half of its windows slow."""
+SWEEP_EVERY = timedelta(hours=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _epoch(value: datetime) -> int:
+    return int(value.timestamp())
+
+
+def _ratio(value: float) -> float:
+    return round(value, 4)
+
+
+def _fine(value: float) -> float:
+    # A factor moves by as little as ~1e-4 per window (maxDriftPerHour): kept finer.
+    return round(value, 7)
+
+
+Epoch = Annotated[datetime, PlainSerializer(_epoch, return_type=int)]
+Ratio = Annotated[float, PlainSerializer(_ratio, return_type=float)]
+Fine = Annotated[float, PlainSerializer(_fine, return_type=float)]
+_WIRE = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    """One job's incarnation on one GPU."""
+
+    __pydantic_config__ = _WIRE
+
+    job: str
+    since: Epoch
+    """The incarnation's start (the job's start, or our last restart or drain of it)."""
+    last: Epoch
+    windows: int = 0
+    slow_windows: int = 0
+    mean: Ratio = 1.0
+    """Mean calibrated ratio over its windows."""
+
+    @property
+    def slow(self) -> bool:
+        return self.slow_windows >= MIN_SLOW_WINDOWS and 2 * self.slow_windows >= self.windows
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemory:
+    __pydantic_config__ = _WIRE
+
+    first: Epoch
+    last: Epoch
+    factor: Fine = 1.0
+    learned: int = 0
+    """Healthy windows the factor was learned from; 0: no factor yet."""
+    bootstrap: tuple[Ratio, ...] = ()
+    """Healthy ratios collected towards the first factor."""
+    recent: tuple[tuple[Epoch, Ratio], ...] = ()
+    """The newest windows, (time, raw ratio), newest last."""
+    weight: Ratio = 0.0
+    """Windows seen, each counting half after ``halfLifeS`` (as of ``last``)."""
+    slow_weight: Ratio = 0.0
+    services: tuple[Service, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        return self.learned > 0
+
+    def speed(self) -> float:
+        """The factor judged scores are divided by: 1.0 until one is learned."""
+        return self.factor if self.learned > 0 else 1.0
+
+    def slow_history(self) -> bool:
+        return any(s.slow for s in self.services)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMemory:
+    __pydantic_config__ = _WIRE
+
+    gpus: Mapping[str, GpuMemory] = field(default_factory=dict)
+
+    def last(self) -> datetime:
+        return max((g.last for g in self.gpus.values()), default=_EPOCH)
+
+    def slow_history(self) -> bool:
+        return any(g.slow_history() for g in self.gpus.values())
+
+
+@dataclass(frozen=True, slots=True)
+class HardwareMemory:
+    __pydantic_config__ = _WIRE
+
+    nodes: Mapping[NodeName, NodeMemory] = field(default_factory=dict)
+    swept_at: Epoch | None = None
+    """Last full ageing pass (not stored by the Kubernetes shell: cheap to redo)."""
+
+    def gpu(self, node: str, uuid: str) -> GpuMemory | None:
+        nm = self.nodes.get(NodeName(node))
+        return None if nm is None else nm.gpus.get(uuid)
+
+
+class HardwareMemoryError(ValueError):
+    """A stored memory that cannot be read back; the message names the field."""
+
+
+class Observation(NamedTuple):
+    """One GPU in one report window (a tuple: a report makes one per listed rank)."""
+
+    node: NodeName
+    """Where the API places the rank (never the report's word alone)."""
+    uuid: str
+    """The GPU the job says the rank ran on."""
+    ratio: float
+    """GPU relative score over the peers' median, uncapped, uncalibrated."""
+    flagged: bool
+    """Judged slow by the job's policy, or on a node the job's ladder is on."""
+
+
+# --- learning ----------------------------------------------------------------------------
+
+
+def observe(
+    memory: HardwareMemory,
+    observations: Iterable[Observation],
+    *,
+    job: str,
+    since: datetime,
+    at: datetime,
+    window_s: float,
+    settings: HardwareMemorySettings,
+    protected: frozenset[NodeName] = frozenset(),
+    turn: int = 0,
+) -> HardwareMemory:
+    """``memory`` after one report window of ``job`` (incarnation started ``since``).
+    ``protected``: nodes carrying our marks, never pushed out for a newcomer. ``turn``
+    (the report's sequence) picks which healthy GPUs a large report updates."""
+    nodes = dict(memory.nodes)
+    label = job_label(job)
+    # Whole seconds: what the stored form keeps, so a restored memory compares the same.
+    at, since = at.replace(microsecond=0), since.replace(microsecond=0)
+    picked = _pick(memory, observations, settings, turn)
+    shards: dict[int, list[NodeName]] | None = None
+    for node, seen in picked.items():
+        nm = nodes.get(node)
+        if nm is None:
+            if shards is None:
+                shards = _by_shard(nodes)
+            if not _make_room(nodes, shards, node, protected):
+                continue
+            nm = NodeMemory()
+        gpus = {u: g for u, g in nm.gpus.items() if not _expired(g.last, at, settings)}
+        for o in seen[:MAX_GPUS_PER_NODE]:
+            g = gpus.get(o.uuid)
+            if g is None:
+                if len(gpus) >= MAX_GPUS_PER_NODE and not _evict_gpu(gpus):
+                    continue
+                g = GpuMemory(first=at, last=at)
+            gpus[o.uuid] = _learn(g, o, label, since, at, window_s, settings)
+        nodes[node] = NodeMemory(gpus=gpus)
+    return HardwareMemory(nodes=nodes, swept_at=memory.swept_at)
+
+
+def _pick(
+    memory: HardwareMemory,
+    observations: Iterable[Observation],
+    settings: HardwareMemorySettings,
+    turn: int,
+) -> dict[NodeName, list[Observation]]:
+    """The observations this window records, by node: every one that is flagged or slow
+    (evidence is never skipped) and, of the healthy ones of a report naming more than
+    ``MAX_HEALTHY_PER_WINDOW`` GPUs, a rotating share, so that a 16,384-GPU report costs
+    about what a 1,024-GPU one does and each GPU is still seen every few windows. One
+    window per GPU: two ranks naming one GPU count it once."""
+    slow_below = settings.slow_below
+    bar = min(slow_below, 1.0 - settings.calibration.max_deviation)
+    evidence: list[Observation] = []
+    healthy: list[Observation] = []
+    nodes = memory.nodes
+    for o in observations:
+        ratio = o.ratio
+        if not 0.0 < ratio < math.inf:
+            continue
+        nm = nodes.get(o.node)
+        g = None if nm is None else nm.gpus.get(o.uuid)
+        slow = ratio < bar if g is None or g.learned == 0 else ratio < slow_below * g.factor
+        (evidence if o.flagged or slow else healthy).append(o)
+    if len(healthy) > MAX_HEALTHY_PER_WINDOW:
+        every = -(-len(healthy) // MAX_HEALTHY_PER_WINDOW)
+        healthy = [o for o in healthy if zlib.crc32(o.uuid.encode()) % every == turn % every]
+    out: dict[NodeName, dict[str, Observation]] = {}
+    for o in (*evidence, *healthy):
+        out.setdefault(o.node, {}).setdefault(o.uuid, o)
+    return {n: list(by_uuid.values()) for n, by_uuid in out.items()}
+
+
+def _learn(  # noqa: PLR0917 (one GPU, one window)
+    g: GpuMemory,
+    o: Observation,
+    job: str,
+    since: datetime,
+    at: datetime,
+    window_s: float,
+    settings: HardwareMemorySettings,
+) -> GpuMemory:
+    cal = settings.calibration
+    keep = decay(at - g.last, settings.half_life_s)
+    known = g.learned > 0
+    bar = settings.slow_below if known else min(settings.slow_below, 1.0 - cal.max_deviation)
+    calibrated = o.ratio / (g.factor if known else 1.0)
+    slow = calibrated < bar
+    low, high = 1.0 - cal.max_deviation, 1.0 + cal.max_deviation
+    learnable = (
+        not o.flagged
+        and not slow
+        and low <= o.ratio <= high
+        and (not known or abs(o.ratio - g.factor) <= cal.track_band)
+    )
+    factor, learned, bootstrap = g.factor, g.learned, g.bootstrap
+    ratio = _ratio(o.ratio)
+    if learnable and not known:
+        bootstrap = (*bootstrap, ratio)
+        if len(bootstrap) >= cal.windows_to_learn:
+            factor = _clamp(statistics.median(bootstrap), low, high)
+            learned, bootstrap = len(bootstrap), ()
+    elif learnable:
+        step = cal.max_drift_per_hour * max(window_s, 0.0) / 3600.0
+        factor = _clamp(factor + _clamp(o.ratio - factor, -step, step), low, high)
+        learned += 1
+    recent = g.recent[1:] if len(g.recent) >= MAX_RECENT else g.recent
+    # Rounded as stored, so that a restored memory is the memory and learns on alike.
+    return GpuMemory(
+        first=g.first,
+        last=max(g.last, at),
+        factor=_fine(factor),
+        learned=learned,
+        bootstrap=bootstrap,
+        recent=(*recent, (at, ratio)),
+        weight=_ratio(g.weight * keep + 1.0),
+        slow_weight=_ratio(g.slow_weight * keep + (1.0 if slow else 0.0)),
+        services=_served(g.services, job, since, at, slow, calibrated),
+    )
+
+
+def _served(  # noqa: PLR0917 (a record and the window it takes)
+    services: tuple[Service, ...],
+    job: str,
+    since: datetime,
+    at: datetime,
+    slow: bool,
+    calibrated: float,
+) -> tuple[Service, ...]:
+    # The newest record is this window's nearly always: look there first.
+    for i in range(len(services) - 1, -1, -1):
+        s = services[i]
+        if s.job == job and s.since == since:
+            n = s.windows + 1
+            mean = _ratio(s.mean + (calibrated - s.mean) / n)
+            updated = Service(job, since, at, n, s.slow_windows + slow, mean)
+            return (*services[:i], updated, *services[i + 1 :])
+    out = [*services, Service(job, since, at, 1, int(slow), _ratio(calibrated))]
+    while len(out) > MAX_SERVICES_PER_GPU:
+        # The oldest healthy record goes first: slow ones are the evidence.
+        healthy = [s for s in out if not s.slow]
+        out.remove(min(healthy or out, key=lambda s: s.last))
+    return tuple(out)
+
+
+def _by_shard(nodes: Mapping[NodeName, NodeMemory]) -> dict[int, list[NodeName]]:
+    out: dict[int, list[NodeName]] = {}
+    for n in nodes:
+        out.setdefault(shard_of(n), []).append(n)
+    return out
+
+
+def _make_room(
+    nodes: dict[NodeName, NodeMemory],
+    shards: dict[int, list[NodeName]],
+    node: NodeName,
+    protected: frozenset[NodeName],
+) -> bool:
+    """Whether ``node`` may be added (after pushing out the least valuable node of its
+    shard when that is full); ``shards`` is kept up to date."""
+    same = shards.setdefault(shard_of(node), [])
+    if len(same) >= MAX_NODES_PER_SHARD:
+        candidates = [n for n in same if n not in protected]
+        if not candidates:
+            return False
+        victim = min(candidates, key=lambda n: (nodes[n].slow_history(), nodes[n].last(), n))
+        del nodes[victim]
+        same.remove(victim)
+    same.append(node)
+    return True
+
+
+def _evict_gpu(gpus: dict[str, GpuMemory]) -> bool:
+    healthy = [u for u, g in gpus.items() if not g.slow_history()]
+    if not healthy:
+        return False
+    del gpus[min(healthy, key=lambda u: (gpus[u].last, u))]
+    return True
+
+
+def decay(elapsed: timedelta, half_life_s: float) -> float:
+    """How much a window counts after ``elapsed`` (halved every ``half_life_s``)."""
+    return float(0.5 ** (max(elapsed.total_seconds(), 0.0) / half_life_s))
+
+
+def _clamp(v: float, low: float, high: float) -> float:
+    return min(high, max(low, v))
+
+
+def _expired(last: datetime, now: datetime, settings: HardwareMemorySettings) -> bool:
+    return (now - last).total_seconds() > settings.max_age_s
+
+
+def job_label(job: str) -> str:
+    """``job`` as the memory keeps it: at most ``MAX_JOB_CHARS``, distinct per job."""
+    if len(job) <= MAX_JOB_CHARS:
+        return job
+    digest = hashlib.sha256(job.encode()).hexdigest()[:16]
+    return f"{job[: MAX_JOB_CHARS - 17]}~{digest}"
+
+
+def aged(memory: HardwareMemory, now: datetime, settings: HardwareMemorySettings) -> HardwareMemory:
+    """Forget job records and GPUs unseen for ``maxAgeS``, once per ``SWEEP_EVERY``
+    (observing a node ages it too); empty nodes go."""
+    if memory.swept_at is not None and now - memory.swept_at < SWEEP_EVERY:
+        return memory
+    nodes: dict[NodeName, NodeMemory] = {}
+    for name, nm in memory.nodes.items():
+        gpus = {}
+        for u, g in nm.gpus.items():
+            if _expired(g.last, now, settings):
+                continue
+            kept = tuple(s for s in g.services if not _expired(s.last, now, settings))
+            gpus[u] = g if len(kept) == len(g.services) else replace(g, services=kept)
+        if gpus:
+            nodes[name] = nm if gpus == nm.gpus else NodeMemory(gpus=gpus)
+    return HardwareMemory(nodes=nodes, swept_at=now)
+
+
+# --- what it says --------------------------------------------------------------------------
+
+
+def calibration(
+    memory: HardwareMemory,
+    report: ScoreReport,
+    settings: HardwareMemorySettings,
+    use: HardwareUse,
+) -> GpuCalibration | None:
+    """Per listed rank, its GPU's factor; None when the memory is off or no listed rank
+    names a GPU (the report is then judged as before)."""
+    if not settings.enabled or not any(r.gpu_uuid for r in report.ranks):
+        return None
+    n = len(report.ranks)
+    factors = np.ones(n, dtype=np.float64)
+    known = np.zeros(n, dtype=np.bool_)
+    nodes = memory.nodes
+    for i, r in enumerate(report.ranks):
+        if r.gpu_uuid is None:
+            continue
+        nm = nodes.get(NodeName(r.node))
+        g = None if nm is None else nm.gpus.get(r.gpu_uuid)
+        if g is not None and g.known:
+            factors[i], known[i] = g.factor, True
+    return GpuCalibration(
+        factors=factors,
+        known=known,
+        max_deviation=settings.calibration.max_deviation,
+        calibrate=use.calibrate,
+        peer_check=use.peer_check,
+    )
+
+
+def slow_elsewhere(
+    memory: HardwareMemory, node: str, uuids: Iterable[str], job: str
+) -> dict[str, list[str]]:
+    """Of ``uuids`` on ``node``, those remembered slow in another job: uuid -> jobs."""
+    label = job_label(job)
+    out: dict[str, list[str]] = {}
+    for u in uuids:
+        g = memory.gpu(node, u)
+        if g is None:
+            continue
+        jobs = sorted({s.job for s in g.services if s.slow and s.job != label})
+        if jobs:
+            out[u] = jobs
+    return out
+
+
+def unrecovered(
+    memory: HardwareMemory,
+    node: str,
+    uuids: Iterable[str],
+    *,
+    after: datetime,
+    need: int,
+    recover: float,
+) -> dict[str, dict[str, Any]]:
+    """Of ``uuids`` on ``node``, those not yet recovered, with why: recovered is the last
+    ``need`` (at most ``MAX_RECENT``) remembered windows after ``after`` all scoring at
+    or above ``recover`` against the GPU's peers, calibrated (capped at 1)."""
+    need = max(1, min(need, MAX_RECENT))
+    after = after.replace(microsecond=0)
+    out: dict[str, dict[str, Any]] = {}
+    for u in uuids:
+        g = memory.gpu(node, u)
+        if g is None:
+            out[u] = {"windowsSince": 0, "need": need, "why": "not remembered"}
+            continue
+        fresh = [min(r / g.speed(), 1.0) for t, r in g.recent if t > after]
+        last = fresh[-need:]
+        if len(last) < need or min(last) < recover:
+            out[u] = {
+                "windowsSince": len(fresh),
+                "need": need,
+                "scores": [round(v, 4) for v in last],
+                "factor": round(g.speed(), 4),
+            }
+    return out
+
+
+# --- the stored form -----------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def shard_of(node: str) -> int:
+    """Which of the ``SHARDS`` stored parts holds ``node`` (stable across processes)."""
+    digest = hashlib.blake2b(node.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % SHARDS
+
+
+def to_shards(
+    memory: HardwareMemory, only: Collection[int] | None = None
+) -> dict[int, dict[str, Any]]:
+    """The memory as ``SHARDS`` JSON-able documents (empty ones too), or only those in
+    ``only``."""
+    wanted = range(SHARDS) if only is None else sorted(only)
+    parts: dict[int, dict[NodeName, NodeMemory]] = {i: {} for i in wanted}
+    for name, nm in memory.nodes.items():
+        part = parts.get(shard_of(name))
+        if part is not None:
+            part[name] = nm
+    return {
+        i: {
+            "memoryVersion": MEMORY_VERSION,
+            "nodes": _NODES.dump_python(p, mode="json", by_alias=True),
+        }
+        for i, p in parts.items()
+    }
+
+
+def from_shards(docs: Iterable[Mapping[str, Any]]) -> HardwareMemory:
+    """Inverse of ``to_shards`` (any subset of the shards); raises
+    ``HardwareMemoryError`` naming the field of a bad document."""
+    nodes: dict[NodeName, NodeMemory] = {}
+    for doc in docs:
+        version = doc.get("memoryVersion", MEMORY_VERSION)
+        if version != MEMORY_VERSION:
+            raise HardwareMemoryError(f"memoryVersion {version!r} is not {MEMORY_VERSION}")
+        try:
+            nodes.update(_NODES.validate_python(doc.get("nodes") or {}))
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise HardwareMemoryError(f"memory.nodes.{loc}: {first['msg']}") from e
+    return HardwareMemory(nodes=nodes)
+
+
+_NODES: TypeAdapter[dict[NodeName, NodeMemory]] = TypeAdapter(dict[NodeName, NodeMemory])

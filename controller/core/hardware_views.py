@@ -1,0 +1,107 @@
+"""What the memory of hardware holds, for people and for decision evidence: one GPU's
+record as JSON (``gpu_view``), the evidence a node finding carries (``describe``), the
+counts the metrics show (``summary``) and the whole memory for ``pacekeeper status
+--hardware`` (``view``).
+
+Separate from ``hardware_memory`` (what a window teaches, and what recovery and the
+ladder ask of it), because these only read it and have nothing to decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pacekeeper.controller.core.hardware_memory import (
+    MAX_GPUS_PER_NODE,
+    GpuMemory,
+    HardwareMemory,
+    decay,
+)
+from pacekeeper.controller.core.policy import HardwareMemorySettings
+
+
+def describe(
+    memory: HardwareMemory,
+    node: str,
+    uuids: Sequence[str],
+    now: datetime,
+    settings: HardwareMemorySettings,
+) -> dict[str, dict[str, Any]]:
+    """Evidence for a decision: what the memory holds of these GPUs."""
+    out: dict[str, dict[str, Any]] = {}
+    for u in uuids[:MAX_GPUS_PER_NODE]:
+        g = memory.gpu(node, u)
+        if g is not None:
+            out[u] = gpu_view(g, now, settings, services=False)
+    return out
+
+
+def gpu_view(
+    g: GpuMemory, now: datetime, settings: HardwareMemorySettings, *, services: bool = True
+) -> dict[str, Any]:
+    keep = decay(now - g.last, settings.half_life_s)
+    weight = g.weight * keep
+    out: dict[str, Any] = {
+        "factor": round(g.speed(), 4) if g.known else None,
+        "learnedWindows": g.learned,
+        "windows": round(weight, 2),
+        "slowShare": round(g.slow_weight * keep / weight, 4) if weight > 0 else 0.0,
+        "slowHistory": g.slow_history(),
+        "slowJobs": sorted({s.job for s in g.services if s.slow}),
+        "lastSeen": g.last.isoformat(),
+    }
+    if services:
+        out["firstSeen"] = g.first.isoformat()
+        out["recent"] = [{"at": t.isoformat(), "ratio": round(r, 4)} for t, r in g.recent]
+        out["services"] = [
+            {
+                "job": s.job,
+                "since": s.since.isoformat(),
+                "last": s.last.isoformat(),
+                "windows": s.windows,
+                "slowWindows": s.slow_windows,
+                "meanScore": round(s.mean, 4),
+                "slow": s.slow,
+            }
+            for s in g.services
+        ]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    nodes: int
+    gpus: int
+    slow_gpus: int
+    """GPUs with a slow record in some job."""
+    calibrated_gpus: int
+    slow_nodes: int
+
+
+def summary(memory: HardwareMemory) -> Summary:
+    gpus = [g for nm in memory.nodes.values() for g in nm.gpus.values()]
+    return Summary(
+        nodes=len(memory.nodes),
+        gpus=len(gpus),
+        slow_gpus=sum(1 for g in gpus if g.slow_history()),
+        calibrated_gpus=sum(1 for g in gpus if g.known),
+        slow_nodes=sum(1 for nm in memory.nodes.values() if nm.slow_history()),
+    )
+
+
+def view(memory: HardwareMemory, now: datetime, settings: HardwareMemorySettings) -> dict[str, Any]:
+    """The whole memory for ``pacekeeper status --hardware -o json``."""
+    s = summary(memory)
+    return {
+        "nodes": s.nodes,
+        "gpus": s.gpus,
+        "slowGpus": s.slow_gpus,
+        "calibratedGpus": s.calibrated_gpus,
+        "byNode": {
+            name: {u: gpu_view(g, now, settings) for u, g in sorted(nm.gpus.items())}
+            for name, nm in sorted(memory.nodes.items())
+        },
+    }

@@ -8,11 +8,12 @@
 # build time), so a read-only root filesystem works.
 #
 # BASE_IMAGE is any Debian-based CPython 3.11+ image with `python3 -m venv`. The default
-# is a tag, which moves: pin the digest for anything you deploy (docs/install.md):
-#   docker build --build-arg BASE_IMAGE=docker.io/library/python:3.11-slim-bookworm@sha256:<digest> .
-# `make image` builds this same file offline, with a Debian bookworm root filesystem made
-# by debootstrap as the base (tests/image/build.sh).
-ARG BASE_IMAGE=docker.io/library/python:3.11-slim-bookworm
+# is pinned by digest: the official python:3.11-slim-bookworm image index of 25 Aug 2026
+# (Python 3.11.16), as docker-library/repo-info lists it (repos/python/remote/
+# 3.11-slim-bookworm.md). Move it on purpose, for the base's security updates
+# (docs/install.md says how). `make image` builds this same file offline, with a Debian
+# bookworm root filesystem made by debootstrap as the base (tests/image/build.sh).
+ARG BASE_IMAGE=docker.io/library/python:3.11-slim-bookworm@sha256:0bee7276f83efd4a1ee05bbbf4281d95ed28e079220a9457f25a93e3f1e3c31b
 
 FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \

@@ -22,6 +22,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,9 +235,19 @@ class RealCluster:
         try:
             stored = resource.create(body=body, namespace=namespace)
         except ConflictError:
-            current = resource.get(name=metadata["name"], namespace=namespace)
-            metadata["resourceVersion"] = current.metadata.resourceVersion
-            stored = resource.replace(body=body, namespace=namespace)
+            # It exists: replace it at its current version. A controller may write it in
+            # between (1.20's token controller adds a Secret to every new ServiceAccount),
+            # so a stale version is read again, a few times.
+            for attempt in range(5):
+                current = resource.get(name=metadata["name"], namespace=namespace)
+                metadata["resourceVersion"] = current.metadata.resourceVersion
+                try:
+                    stored = resource.replace(body=body, namespace=namespace)
+                    break
+                except ConflictError:
+                    if attempt == 4:
+                        raise
+                    time.sleep(0.1 * (attempt + 1))
         if body["kind"] == "CustomResourceDefinition":
             self._wait_established(resource, metadata["name"])
         return cast(dict[str, Any], stored.to_dict())

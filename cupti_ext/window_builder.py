@@ -137,8 +137,9 @@ class KernelWindowBuilder:
             resolved, sections, inside = k, asg.sections, asg.any_section
         dur = resolved.duration_ns.astype(np.float64)
         comm = self.keys.is_comm(kid)
-        self._comm += int(np.count_nonzero(inside & comm))
-        self._comm_ns += int(resolved.duration_ns[inside & comm].sum())
+        timed_comm = inside & comm
+        self._comm += int(np.count_nonzero(timed_comm))
+        self._comm_ns += int(resolved.duration_ns[timed_comm].sum())
         self._unattributed += int(np.count_nonzero(~inside))
         use = inside & ~comm
         self._records += int(np.count_nonzero(use))

@@ -135,9 +135,8 @@ class Detector:
     _backend: ClassVar[Any] = None
     """The run's backend while it runs (benchmarks reach into it)."""
     _patched: ClassVar[list[Any]] = []
-    _latest: ClassVar[ScoreReport | None] = None
     _convert: ClassVar[report_cycle.Convert | None] = None
-    """Makes the latest report's ScoreReport when first asked for (no listener made it)."""
+    """Makes the latest report's ScoreReport when first asked for, once (it caches)."""
     _latest_report: ClassVar[Report | None] = None
     _listeners: ClassVar[list[ReportListener]] = []
     _lock: ClassVar[threading.RLock] = threading.RLock()
@@ -242,7 +241,7 @@ class Detector:
             cls.custom_sections = run.table.sections
             cls._patched = []
             cls.original_callables = {}
-            cls._latest, cls._convert = None, None
+            cls._convert = None
             cls._latest_report = None
             cls.report_interval_tracker = run.tracker
             cls._cuda_handles = run.table.cuda_handles
@@ -417,11 +416,10 @@ class Detector:
             return None
         report, convert = produced
         cls._latest_report = report
-        cls._latest, cls._convert = None, convert
+        cls._convert = convert
         if cls._listeners:
             score_report = convert()
             if score_report is not None:
-                cls._latest = score_report
                 report_cycle.notify(run.guard, cls._listeners, score_report)
         return report
 
@@ -430,10 +428,8 @@ class Detector:
     @classmethod
     def latest_score_report(cls) -> ScoreReport | None:
         """The ScoreReport of the latest report this rank produced, or None."""
-        convert, cls._convert = cls._convert, None
-        if convert is not None:
-            cls._latest = convert()
-        return cls._latest
+        convert = cls._convert
+        return None if convert is None else convert()
 
     reporter: ClassVar[ReportGenerator]
     """NVRx's report-generator attributes (``reporter.rank``, ``.world_size``, ...);

@@ -10,6 +10,7 @@ receiver, and the comm-kernel verdicts.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -158,19 +159,16 @@ class PayloadBuilder:
         ker_summ = {k: summary_statistics(v, 1e-3) for k, v in kernels.items()}
         me = self.rank_info
         probe, self.probe = self.probe, None  # a result travels in one report only
-        info = RankInfo(
-            rank=me.rank,
-            node=me.node,
-            pod=me.pod,
-            ray_node_id=me.ray_node_id,
-            pid=me.pid,
+        # This window's figures over the rank's identity (every field of it kept: a
+        # field copied by hand was once dropped, the pid).
+        info = dataclasses.replace(
+            me,
             section_samples=int(sum(s.num for s in sections)),
             kernel_samples=int(window.records) if window is not None else 0,
             dropped_records=int(window.dropped_records) if window is not None else 0,
             wait_share=_larger(self._wait_share(), gpu_wait),
             group=self.topology.group,
             coords=self.topology.coords,
-            gpu_uuid=me.gpu_uuid,
             probe=probe,
         )
         payload = RankPayload(

@@ -154,8 +154,7 @@ class SectionHandle:
         n = s.total_entry_cnt
         s.total_entry_cnt = n + 1
         if n % s.profiling_interval:
-            self._starts.append(_NOT_TIMED)
-            self._waits.append(0)
+            self._starts.append(_NOT_TIMED)  # no wait mark: only timed entries push one
             return self
         if self._backend is not None:
             try:
@@ -174,13 +173,13 @@ class SectionHandle:
     ) -> None:
         t1 = perf_counter_ns()
         t0 = self._starts.pop()
-        w0 = self._waits.pop()
         ready = DDP_READY_NS[0]
         if ready:  # a DDP backward finished in here: its tail was the wait for peers
             DDP_READY_NS[0] = 0
             add_wait(t1 - ready)
         if t0 == _NOT_TIMED:
             return
+        w0 = self._waits.pop()
         # A section that raised is not a timing sample (NVRx drops it too).
         if exc_type is None:
             section = self.section

@@ -27,6 +27,7 @@ class KubeApi:
         import kubernetes
 
         self._core = kubernetes.client.CoreV1Api(api_client)
+        self._custom = kubernetes.client.CustomObjectsApi(api_client)
         self._timeout = request_timeout_s
         self._eviction_version: str | None = None
 
@@ -52,11 +53,9 @@ class KubeApi:
 
     def patch_report(self, namespace: str, name: str, patch: Body) -> None:
         """Merge-patch a StragglerReport's spec (``spec.control``: what the job applies)."""
-        from kubernetes import client
-
         from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
 
-        resp: Any = client.CustomObjectsApi(self._core.api_client).patch_namespaced_custom_object(
+        resp: Any = self._custom.patch_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, name, patch,
             _content_type=MERGE_PATCH, _preload_content=False, _request_timeout=self._timeout,
         )  # fmt: skip

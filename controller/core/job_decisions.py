@@ -190,7 +190,10 @@ def _candidate(
                 lad = _confirmed(run, ctx, d, f.node, persistent, step, lad, ev)
                 if lad is None:
                     return
-            _take(run, ctx, d=d, f=f, ranks=persistent, step=step, attempt=attempt, lad=lad, ev=ev)
+            _take(
+                run, ctx, d=d, f=f, ranks=persistent, gpus=gpus, step=step, attempt=attempt,
+                lad=lad, ev=ev,
+            )  # fmt: skip
         case _:
             assert_never(move)
 
@@ -234,6 +237,7 @@ def _take(
     d: Digest,
     f: NodeFinding,
     ranks: list[int],
+    gpus: tuple[str, ...],
     step: ActionKind,
     attempt: int,
     lad: LadderState | None,
@@ -287,7 +291,7 @@ def _take(
             assert_never(step)
     simulated = not ctx.enforce
     ladders = dict(ctx.state.ladders)
-    ladders[node] = lad.advanced(step, run.now, simulated=simulated, gpus=d.gpus_of(ranks))
+    ladders[node] = lad.advanced(step, run.now, simulated=simulated, gpus=gpus)
     ctx.state = replace(ctx.state, ladders=ladders)
     if step in DISRUPTIVE_ACTIONS:
         stamp = ActionStamp(run.now, job, simulated)

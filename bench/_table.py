@@ -24,6 +24,24 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _print(title: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # the GPU machine's bare image: a plain table, the same cells
+        print(title)
+        print(" | ".join(columns))
+        for row in rows:
+            print(" | ".join(_cell(row.get(c, "")) for c in columns))
+        return
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, justify="left" if col == columns[0] else "right")
+    for row in rows:
+        table.add_row(*(_cell(row.get(c, "")) for c in columns))
+    Console(width=max(120, Console().width)).print(table)
+
+
 def emit(
     name: str,
     rows: list[dict[str, Any]],
@@ -33,16 +51,8 @@ def emit(
     results_dir: Path | None = None,
 ) -> Path:
     """Print ``rows`` as a table titled ``title``; write them as JSON; return the path."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
     columns = list(rows[0]) if rows else []
-    for col in columns:
-        table.add_column(col, justify="left" if col == columns[0] else "right")
-    for row in rows:
-        table.add_row(*(_cell(row.get(c, "")) for c in columns))
-    Console(width=max(120, Console().width)).print(table)
+    _print(title, columns, rows)
 
     out_dir = results_dir or RESULTS
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -40,11 +40,13 @@ from pacekeeper.controller.core.decisions import Decision, Verdict
 from pacekeeper.controller.core.policy import (
     DISRUPTIVE_ACTIONS,
     NODE_ACTIONS,
+    Mode,
     PolicyDocument,
     Reference,
     load_policy_file,
 )
 from pacekeeper.controller.simulation.nvrx_rule import NVRX_RULES, NvrxScorer, flagged
+from pacekeeper.controller.simulation.presets import simulation_policy
 from pacekeeper.controller.simulation.runner import effective_verdict, replay, simulate
 from pacekeeper.controller.traces.parquet import (
     JobMeta,
@@ -224,6 +226,9 @@ def detectors() -> list[tuple[str, bool, Run]]:
     for name in POLICIES:
         doc = load_policy_file(ROOT / "docs" / "policies" / f"{name}.yaml")
         out.append((name, True, lambda t, c, g, doc=doc: our_outcome(t, c, doc, g)))
+    # The detection-quality benchmark's own policy (GPU individual, peer check, host side).
+    sim = simulation_policy(Mode.ENFORCE)
+    out.append(("benchmark policy", True, lambda t, c, g: our_outcome(t, c, sim, g)))
     old = with_reference(load_policy_file(ROOT / "docs/policies/enforce-gpu.yaml"), Reference.BEST)
     out.append(("enforce-gpu, best rank", True, lambda t, c, g: our_outcome(t, c, old, g)))
     out.append(("enforce-gpu before", False, lambda t, c, g: our_outcome(t, c, old, g)))

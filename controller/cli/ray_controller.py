@@ -42,6 +42,13 @@ def ray_controller(  # noqa: PLR0917 - one parameter per option
         Path | None,
         typer.Option(help="HMAC key of the stored state (created when absent)."),
     ] = None,
+    control_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="The ScoreBoard's control key (a file; default $PACEKEEPER_CONTROL_KEY_FILE): "
+            "lets confirm: probe ask jobs for their probe. Without it such policies wait."
+        ),
+    ] = None,
     log_format: Annotated[str, typer.Option(help="text | json")] = "text",
     log_level: Annotated[str, typer.Option(envvar="PACEKEEPER_LOG_LEVEL")] = "info",
 ) -> None:
@@ -65,13 +72,19 @@ def ray_controller(  # noqa: PLR0917 - one parameter per option
         raise typer.Exit(2) from None
     import ray
 
-    from pacekeeper.controller.sources.ray_scoreboard import RayRunner
+    from pacekeeper.controller.sources.ray_scoreboard import RayRunner, load_control_key
     from pacekeeper.controller.sources.ray_state_store import KvStateStore
 
+    try:
+        control_key = load_control_key(control_key_file)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
     store = KvStateStore.from_key_file(state_key_file)
     ray.init(address=address, namespace="pacekeeper", log_to_driver=False)
     stop = threading.Event()
     try:
-        RayRunner(doc, store=store).run_forever(stop, interval_s=interval_s)
+        runner = RayRunner(doc, store=store, control_key=control_key)
+        runner.run_forever(stop, interval_s=interval_s)
     except KeyboardInterrupt:
         stop.set()

@@ -121,6 +121,8 @@ class Digest:
     """Per listed rank (report order), its GPU relative score over its peers' median
     (``peers.Judged.gpu_ratio``), when the report was judged with the memory of
     hardware; None otherwise."""
+    host_side: dict[int, float] = field(default_factory=dict)
+    """Rank -> host score: ranks judged slow by their host side (``host_side``)."""
     _listed: set[int] | None = None
 
     def gpus_of(self, ranks: Sequence[int]) -> tuple[str, ...]:
@@ -279,6 +281,7 @@ def digest(
         culprits=judged.culprits,
         reported_below=judged.reported_below,
         gpu_ratio=judged.gpu_ratio,
+        host_side=judged.host_side,
     )
 
 

@@ -421,9 +421,10 @@ def calibration(
     settings: HardwareMemorySettings,
     use: HardwareUse,
 ) -> GpuCalibration | None:
-    """Per listed rank, its GPU's factor; None when the memory is off or no listed rank
-    names a GPU (the report is then judged as before)."""
-    if not settings.enabled or not any(r.gpu_uuid for r in report.ranks):
+    """Per listed rank, its GPU's factor; None when the memory is off (the report is then
+    judged as before). A report naming no GPU gets no factor, but is still checked for a
+    GPU slower than any factor could be (``HardwareUse.peer_check``)."""
+    if not settings.enabled:
         return None
     n = len(report.ranks)
     factors = np.ones(n, dtype=np.float64)
@@ -440,6 +441,7 @@ def calibration(
         factors=factors,
         known=known,
         max_deviation=settings.calibration.max_deviation,
+        band=settings.calibration.track_band,
         calibrate=use.calibrate,
         peer_check=use.peer_check,
     )

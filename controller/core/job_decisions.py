@@ -109,6 +109,9 @@ def _wait_evidence(d: Digest) -> dict[str, Any]:
     if d.culprits:
         worst = sorted(d.culprits, key=lambda r: (d.culprits[r], r))[:EVIDENCE_RANKS_CAP]
         ev["waitedFor"] = {str(r): d.culprits[r] for r in worst}
+    if d.host_side:
+        worst = sorted(d.host_side, key=lambda r: (d.host_side[r], r))[:EVIDENCE_RANKS_CAP]
+        ev["hostSide"] = {str(r): d.host_side[r] for r in worst}
     return ev
 
 

@@ -68,24 +68,15 @@ from typing import Any, assert_never
 import numpy as np
 import numpy.typing as npt
 
+from pacekeeper.controller.core import host_side
+from pacekeeper.controller.core.peer_stats import F64, Groups, against
 from pacekeeper.controller.core.policy import Policy, Reference, ScoreKind
 from pacekeeper.detector.score_report import (
     PeerSummary,
     RankScores,
     ScoreReport,
-    peer_key,
     score_key,
 )
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-
-LOO_MAX_GROUP = 32
-"""Groups up to this size get an exact leave-one-out reference (a rank of a group of
-two is compared with the other one, not with the mean of both)."""
-
-MAD_TO_SIGMA = 1.4826
-"""Median absolute deviation to standard deviation, for normally distributed noise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +93,11 @@ class GpuCalibration:
     """Divide GPU relative scores by the factors (``hardware.calibrate``)."""
     peer_check: bool = True
     """Judge ``gpuIndividual`` also by the calibrated relative score (``hardware.peerCheck``)."""
+    band: float = 0.0
+    """The calibration's track band: the peer check counts a calibrated relative score
+    only this far below ``act`` (a factor follows a GPU within the band, so drift inside
+    it is the GPU as it always was; the simulator's drift at twice the model's put healthy
+    GPUs at 0.97 against a factor learned an hour before)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +117,8 @@ class Judged:
     """With a ``GpuCalibration``: each rank's GPU relative score over its peers' median,
     uncapped and uncalibrated (what the memory of hardware learns from); None: not
     computed."""
+    host_side: dict[int, float] = field(default_factory=dict)
+    """Rank -> host score: judged by its host side (``score.hostSide``, ``host_side``)."""
 
 
 def judge(
@@ -137,16 +135,19 @@ def judge(
     waits = any(r.wait_share is not None for r in ranks)
     if not relative and not waits and calibration is None:
         return Judged([get(r) for r in ranks])
-    groups = _Groups.of(ranks)
+    groups = Groups.of(ranks)
     act = policy.thresholds.act
     k = sel.min_deviations
     summaries = {p.peers: p for p in report.summary.peers} if report.truncated else {}
     gpu = None if calibration is None else _GpuPeers.of(ranks, groups, summaries, calibration)
     ratio = None if gpu is None else _as_list(gpu.ratio)
+    host: dict[int, float] = {}
     if relative:
         values, reported = _peer_relative(ranks, policy, groups, summaries, gpu, report.truncated)
         if gpu is not None and sel.kind is ScoreKind.GPU_INDIVIDUAL:
             values = gpu.checked(values, groups, summaries, act, k)
+        if sel.host_side:
+            values, host = _with_host_side(ranks, values, groups, summaries, act, k)
     else:
         values = np.fromiter((_nan(get(r)) for r in ranks), dtype=np.float64, count=len(ranks))
         reported = values.copy()
@@ -154,13 +155,13 @@ def judge(
         if not relative:
             return Judged(_as_list(values), gpu_ratio=ratio)
         below = _below(ranks, reported, act)
-        return Judged(_as_list(values), reported_below=below, gpu_ratio=ratio)
+        return Judged(_as_list(values), reported_below=below, gpu_ratio=ratio, host_side=host)
     wait = np.fromiter((_nan(r.wait_share) for r in ranks), dtype=np.float64, count=len(ranks))
     # The busy share is a time (longer is slower): its inverse is compared like a score.
     with np.errstate(divide="ignore"):
         pace = np.where(wait < 1.0, 1.0 / (1.0 - wait), np.nan)[:, None]
     ref, mad = groups.references(pace)
-    q = _scores(pace, ref, mad, act, k)[:, 0]
+    q = against(pace, ref, mad, act, k)[:, 0]
     victims: dict[int, float] = {}
     culprits: dict[int, int] = {}  # rank -> row
     floor = policy.attribution.victim_min_wait_share
@@ -183,13 +184,31 @@ def judge(
             values[i] = q[i] if not math.isfinite(v) else min(v, q[i])
     named = {rank: round(float(q[i]), 4) for rank, i in culprits.items()}
     below = _below(ranks, reported, act) - victims.keys()
-    return Judged(_as_list(values), victims, named, frozenset(below), ratio)
+    return Judged(_as_list(values), victims, named, frozenset(below), ratio, host)
+
+
+def _with_host_side(  # noqa: PLR0917 (the ranks, their peers, and how to judge them)
+    ranks: Sequence[RankScores],
+    values: F64,
+    groups: Groups,
+    summaries: dict[str, PeerSummary],
+    act: float,
+    k: float | None,
+) -> tuple[F64, dict[int, float]]:
+    """``values`` (GPU scores) lowered to the host score of each host-side straggler."""
+    with np.errstate(invalid="ignore"):
+        gpu_slow = values < act
+    hs = host_side.host_scores(ranks, groups, summaries, gpu_slow, act=act, k=k)
+    with np.errstate(invalid="ignore"):
+        lower = np.isfinite(hs) & ~(values <= hs)
+    host = {ranks[i].rank: round(float(hs[i]), 4) for i in np.flatnonzero(lower).tolist()}
+    return np.where(lower, hs, values), host
 
 
 def _slow_own_gpu(
     ranks: Sequence[RankScores],
     policy: Policy,
-    groups: _Groups,
+    groups: Groups,
     summaries: dict[str, PeerSummary],
 ) -> npt.NDArray[np.bool_]:
     """Per rank: slow on a GPU score, so slow by its own work and never a victim. GPU
@@ -208,7 +227,7 @@ def _slow_own_gpu(
         keys, raw = _matrix(ranks, kind, "")
         if sel.reference is Reference.PEER_MEDIAN:
             ref, mad = groups.references(raw, summaries, keys)
-            raw = _scores(raw, ref, mad, act, sel.min_deviations)
+            raw = against(raw, ref, mad, act, sel.min_deviations)
         with np.errstate(invalid="ignore"):
             low |= (raw < act).any(axis=1)
     return low
@@ -231,7 +250,7 @@ def _as_list(values: F64) -> list[float | None]:
 def _peer_relative(  # noqa: PLR0917 (the ranks, their peers, and how to judge them)
     ranks: Sequence[RankScores],
     policy: Policy,
-    groups: _Groups,
+    groups: Groups,
     summaries: dict[str, PeerSummary],
     gpu: _GpuPeers | None = None,
     report_truncated: bool = False,
@@ -256,7 +275,7 @@ def _peer_relative(  # noqa: PLR0917 (the ranks, their peers, and how to judge t
             best = 1.0 if report_truncated else np.nanmax(gpu.calibrated)
             reported[:, 0] = np.minimum(gpu.calibrated / best, 1.0)
     ref, mad = groups.references(judged, summaries, keys)
-    scores = _scores(judged, ref, mad, policy.thresholds.act, sel.min_deviations)
+    scores = against(judged, ref, mad, policy.thresholds.act, sel.min_deviations)
     if scores.shape[1] == 1:
         return scores[:, 0], reported[:, 0]
     with warnings.catch_warnings():
@@ -312,17 +331,6 @@ def _matrix(ranks: Sequence[RankScores], kind: ScoreKind, section: str) -> tuple
     return keys, raw
 
 
-def _scores(raw: F64, ref: F64, mad: F64, act: float, k: float | None) -> F64:
-    """``raw / ref`` capped at 1; within ``k`` robust spreads of the reference: at least
-    ``act``. NaN where either side is missing."""
-    with np.errstate(all="ignore"):
-        out = np.minimum(raw / np.where(ref > 0, ref, np.nan), 1.0)
-        if k is not None:
-            quiet = (ref - raw) < k * MAD_TO_SIGMA * mad
-            out = np.where(quiet & (out < act), act, out)
-    return np.asarray(out, dtype=np.float64)
-
-
 @dataclass(frozen=True, slots=True)
 class _GpuPeers:
     """Each listed rank's GPU relative score against its peers, raw and calibrated."""
@@ -337,7 +345,7 @@ class _GpuPeers:
     def of(
         cls,
         ranks: Sequence[RankScores],
-        groups: _Groups,
+        groups: Groups,
         summaries: dict[str, PeerSummary],
         calibration: GpuCalibration,
     ) -> _GpuPeers:
@@ -351,7 +359,7 @@ class _GpuPeers:
     def checked(
         self,
         values: F64,
-        groups: _Groups,
+        groups: Groups,
         summaries: dict[str, PeerSummary],
         act: float,
         k: float | None,
@@ -359,100 +367,15 @@ class _GpuPeers:
         """``values`` (individual scores against the peers'), lowered to the calibrated
         relative score where that is lower and means something: the GPU's factor is
         known, or it lies further below its peers than any factor may (so no spread
-        between healthy GPUs explains it)."""
+        between healthy GPUs explains it), and it is more than the track band below
+        ``act``."""
         cal = self.calibration
         if not cal.peer_check:
             return values
         column = self.calibrated[:, None]
         ref, mad = groups.references(column, summaries, ["gpuRelative"])
-        rel = _scores(column, ref, mad, act, k)[:, 0]
+        rel = against(column, ref, mad, act, k)[:, 0]
         with np.errstate(invalid="ignore"):
             meaningful = cal.known | (self.ratio < 1.0 - cal.max_deviation)
-            lower = np.isfinite(rel) & meaningful & ~(values <= rel)
+            lower = np.isfinite(rel) & meaningful & ~(values <= rel) & (rel < act - cal.band)
         return np.where(lower, rel, values)
-
-
-@dataclass(frozen=True, slots=True)
-class _Groups:
-    """The listed ranks' peer groups: per group, its key and its members' indices."""
-
-    keys: list[str]
-    members: list[I64]
-
-    @classmethod
-    def of(cls, ranks: Sequence[RankScores]) -> _Groups:
-        if all(r.group is None and not r.coords for r in ranks):  # no topology: one job
-            return cls([""], [np.arange(len(ranks), dtype=np.int64)])
-        index: dict[str, list[int]] = {}
-        for i, r in enumerate(ranks):
-            index.setdefault(peer_key(r), []).append(i)
-        return cls(list(index), [np.asarray(v, dtype=np.int64) for v in index.values()])
-
-    def minimum(self, values: F64) -> F64:
-        """Per rank, the lowest value in its group (NaN: none)."""
-        out = np.full(values.shape, np.nan)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN groups
-            for idx in self.members:
-                out[idx] = np.nanmin(values[idx])
-        return out
-
-    def references(
-        self,
-        raw: F64,
-        summaries: dict[str, PeerSummary] | None = None,
-        columns: Sequence[str] = (),
-    ) -> tuple[F64, F64]:
-        """Per rank and column, its peers' median and median absolute deviation (NaN:
-        no peer). Groups of equal size are computed together."""
-        ref = np.full(raw.shape, np.nan)
-        mad = np.full(raw.shape, np.nan)
-        by_size: dict[int, list[I64]] = {}
-        for key, idx in zip(self.keys, self.members, strict=True):
-            summary = (summaries or {}).get(key)
-            if summary is not None:
-                _from_summary(summary, columns, idx, ref, mad)
-            else:
-                by_size.setdefault(idx.size, []).append(idx)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: no peer
-            for size, groups in by_size.items():
-                if size < 2:
-                    continue
-                idx = np.stack(groups)  # groups x size
-                if size <= LOO_MAX_GROUP:
-                    med, dev = _leave_one_out(raw[idx])
-                else:
-                    med, dev = _whole_group(raw[idx])
-                ref[idx] = med
-                mad[idx] = dev
-        return ref, mad
-
-
-def _leave_one_out(sub: F64) -> tuple[F64, F64]:
-    """``sub``: groups x members x columns; per member, the others' median and MAD."""
-    m = sub.shape[1]
-    others = np.array([[j for j in range(m) if j != i] for i in range(m)], dtype=np.int64)
-    rest = sub[:, others, :]  # groups x members x (members - 1) x columns
-    med = np.nanmedian(rest, axis=2)
-    dev = np.nanmedian(np.abs(rest - med[:, :, None, :]), axis=2)
-    return med, dev
-
-
-def _whole_group(sub: F64) -> tuple[F64, F64]:
-    med = np.nanmedian(sub, axis=1)
-    dev = np.nanmedian(np.abs(sub - med[:, None, :]), axis=1)
-    enough = np.count_nonzero(np.isfinite(sub), axis=1) >= 2
-    med = np.where(enough, med, np.nan)
-    shape = sub.shape
-    return np.broadcast_to(med[:, None, :], shape), np.broadcast_to(dev[:, None, :], shape)
-
-
-def _from_summary(
-    summary: PeerSummary, columns: Sequence[str], idx: I64, ref: F64, mad: F64
-) -> None:
-    for j, key in enumerate(columns):
-        spread = summary.spreads.get(key)
-        if spread is not None and spread.n >= 2:
-            ref[idx, j] = spread.median
-            mad[idx, j] = spread.mad

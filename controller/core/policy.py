@@ -137,6 +137,13 @@ class ScoreSelector(PolicyModel):
     min_deviations: Annotated[float, Strict(), Field(ge=0, le=100)] | None = 3.0
     """peerMedian only: a rank is slow only when also this many robust spreads (1.4826 x
     the peers' median absolute deviation) below its peers' median (null: no such test)."""
+    host_side: Bool = False
+    """gpuRelative/gpuIndividual with peerMedian: also judge each rank by its host side,
+    its section times less their waits against its peers', the part its GPU explains
+    taken out (``host_side``); only where its GPU is not slow and at least two ranks of
+    its node, half of those listed, are slow so (a host is shared: one rank slower is the
+    job's own work, rank 0's logging). A slow data loader or a busy CPU then counts
+    against the node, never its GPU."""
 
     @model_validator(mode="after")
     def _section_matches_kind(self) -> Self:
@@ -145,6 +152,13 @@ class ScoreSelector(PolicyModel):
             raise ValueError(f"section is required when kind is {self.kind.value}")
         if not needs and self.section is not None:
             raise ValueError(f"section={self.section!r} is only allowed with a section score kind")
+        gpu = self.kind in (ScoreKind.GPU_RELATIVE, ScoreKind.GPU_INDIVIDUAL)
+        if self.host_side and not (gpu and self.reference is Reference.PEER_MEDIAN):
+            raise ValueError(
+                "hostSide needs kind gpuRelative or gpuIndividual and reference peerMedian "
+                f"(got kind {self.kind.value}, reference {self.reference.value}): the other "
+                "kinds judge the sections themselves"
+            )
         return self
 
 

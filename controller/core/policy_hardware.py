@@ -32,9 +32,12 @@ class Calibration(PolicyModel):
     beyond it. Healthy GPUs of one model sit up to ~14% from their median (an 8% mean
     pairwise spread, outliers past 2 sigma failing burn-in: docs/simulator.md); at 0.1
     the simulator's healthy jobs had GPUs at 0.87-0.89 notified and restarted."""
-    windows_to_learn: Int = Field(default=16, ge=4, le=32)
+    windows_to_learn: Int = Field(default=6, ge=4, le=32)
     """Healthy windows whose median becomes the first factor; until then the GPU has none
-    (scores are judged as they are)."""
+    (scores are judged as they are). Short, so that a job restarted soon after a GPU went
+    bad still knows what that GPU was (at 16 the simulator's restart 5 min after a fault,
+    10 windows in, found the GPU healthy on its fresh baseline); a window's ratio moves
+    by well under 1% with drift and jitter, the factor follows later ones slowly."""
     track_band: Band = 0.02
     """After that, a window teaches the factor only when within this of it: a GPU that
     changes is judged on the change, not calibrated to it."""

@@ -80,7 +80,8 @@ class RealScoring:
     imported trace that recorded some ranks of a larger job: ``layout.ranks`` is then
     the job's world size, and nodes follow the global rank). ``coords`` (one per row)
     is what each rank gave ``Detector.set_topology``; ``gpu_uuids``: each rank names
-    its GPU (``Layout.gpu_uuid``)."""
+    its GPU (``Layout.gpu_uuid``); ``epoch``: the wall-clock time of the job's clock 0
+    (an earlier job on the same GPUs runs before ``EPOCH``)."""
 
     def __init__(
         self,
@@ -92,14 +93,16 @@ class RealScoring:
         coords: Sequence[Mapping[str, int] | None] | None = None,
         collective_timing: bool = True,
         gpu_uuids: bool = False,
+        epoch: datetime = EPOCH,
     ) -> None:
         self.layout = layout
+        self.epoch = epoch
         self.collective_timing = collective_timing
         self.job = JobIdentity(name=job_name)
         self.rank_ids = list(rank_ids) if rank_ids is not None else list(range(layout.ranks))
         self.kernel_timing = kernel_timing or KernelTiming(backend="simulated", reason="simulator")
         self.restarts = 0
-        self._incarnation_base = f"{EPOCH:%Y%m%dT%H%M%SZ}-{job_name}"
+        self._incarnation_base = f"{epoch:%Y%m%dT%H%M%SZ}-{job_name}"
         # The first incarnation numbers reports by window (as a trace's windows come).
         self._first_window: int | None = 0
         self._fresh_baselines()
@@ -213,7 +216,7 @@ class RealScoring:
             job=self.job,
             # Each incarnation's reporter counts its reports from 0.
             sequence=w.index - self._first_window,
-            generated_at=EPOCH + timedelta(seconds=w.end_s),
+            generated_at=self.epoch + timedelta(seconds=w.end_s),
             window_s=w.end_s - w.start_s,
             rank_info={i.rank: i for i in self._infos},
             world_size=self.layout.ranks,

@@ -33,6 +33,7 @@ import numpy as np
 from pacekeeper.controller.core.attribution import score_getter
 from pacekeeper.controller.core.decisions import Decision, Reason, Verdict
 from pacekeeper.controller.core.engine import decide
+from pacekeeper.controller.core.hardware_memory import HardwareMemory
 from pacekeeper.controller.core.observations import (
     ClusterView,
     Window,
@@ -214,11 +215,14 @@ def run_scenario(
     on_window: Callable[[int], None] | None = None,
     instrumentation: Instrumentation | None = None,
     restarts: Restarts = NO_RESTARTS,
+    history: tuple[JobSimulator, int] | None = None,
 ) -> RunRecord:
     """``instrumentation``: what the job turned on in the detector (default: collective
     timing, topology and GPU identities, as ``Detector.initialize`` and ``set_topology``
     give them); ``restarts``: when the job restarts. ``windows`` counts the job's
-    clock, downtime included."""
+    clock, downtime included. ``history``: an earlier job on the same GPUs and its
+    windows, played through the same controller just before (its decisions are not
+    this run's; what it leaves is the memory of hardware)."""
     layout = sim.layout
     names = [layout.node_name(n) for n in range(layout.nodes())]
     rec = RunRecord(layout.ranks, layout.gpus_per_node, sim.p.window_s, names)
@@ -231,6 +235,8 @@ def run_scenario(
         gpu_uuids=inst.gpu_uuid,
     )
     replayer = Replayer(policy)
+    if history is not None:
+        replayer.state = State(hardware=prior_memory(history[0], history[1], policy, inst))
     nvrx = NvrxScorer()
     rec.nvrx = {r.name: [] for r in nvrx_rules}
     i = 0
@@ -278,6 +284,25 @@ def run_scenario(
             on_window(i)
         i += 1
     return rec
+
+
+def prior_memory(
+    prior: JobSimulator, windows: int, policy: PolicyDocument, inst: Instrumentation
+) -> HardwareMemory:
+    """The memory of hardware an earlier job of ``windows`` on ``prior``'s GPUs leaves,
+    ending where this run's clock starts."""
+    scoring = RealScoring(
+        prior.layout,
+        "sim-prior",
+        coords=prior.coords() if inst.topology else None,
+        collective_timing=inst.collective_timing,
+        gpu_uuids=inst.gpu_uuid,
+        epoch=EPOCH - timedelta(seconds=windows * prior.p.window_s),
+    )
+    replayer = Replayer(policy)
+    for _ in range(windows):
+        replayer.step(scoring.report(prior.next_window()))
+    return replayer.state.hardware
 
 
 def read_trace(path: str | Path) -> Iterator[ScoreReport]:
@@ -342,6 +367,13 @@ def truth_of(gt: GroundTruth, rec: RunRecord, ranks: int, duration_s: float) -> 
     )
 
 
+def _history(
+    sc: Scenario, ranks: int, seed: int, p: ModelParams
+) -> tuple[JobSimulator, int] | None:
+    windows = int(sc.history_s // p.window_s)
+    return (sc.prior_job(ranks, seed, p), windows) if windows > 0 else None
+
+
 def simulate(
     scenario: str | Scenario,
     ranks: int,
@@ -378,6 +410,7 @@ def simulate(
         on_window=on_window,
         instrumentation=instrumentation,
         restarts=gt.restarts,
+        history=_history(sc, ranks, seed, p),
     )
     if trace_path is not None:
         with Path(trace_path).open("w", encoding="utf-8") as fh:

@@ -94,6 +94,15 @@ class Scenario:
     """The run length it needs to mean anything (a 3 h ramp reaches 5% late)."""
     mode: Mode | None = None
     """The mode it needs (a restart the ladder causes needs enforce); None: any."""
+    history_s: float = 0.0
+    """The controller's memory of these GPUs: they served a healthy job for this long
+    just before this one (a cluster the controller has watched, where a job lands on a
+    GPU that went bad since its last job); 0: a controller that has never seen them."""
+
+    def prior_job(self, ranks: int, seed: int, params: ModelParams | None = None) -> JobSimulator:
+        """The healthy job the GPUs served before (``history_s``): the same GPUs (the
+        same static draws), the same noise, no fault."""
+        return JobSimulator(ranks, params=self.noise.apply(params or ModelParams()), seed=seed)
 
     def build(
         self,
@@ -202,6 +211,9 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 NOISE_2X = NoiseScale(drift=2.0, jitter=2.0)
+FLEET_HISTORY_S = 1800.0
+"""How long the GPUs of a "from the job's start" scenario served a healthy job before."""
+
 FAST_DRIFT = NoiseScale(drift_period_s=(1800.0, 3600.0))
 """Drift of the model's 1-2% peak to peak with a 30-60 min period (issue #18's case)."""
 
@@ -211,17 +223,31 @@ ISSUE_18_SCENARIOS: dict[str, Scenario] = {
         Scenario("slow-gpu-5", "one GPU 5% slower", FaultKind.SLOW_GPU, 0.05),
         Scenario(
             "slow-gpu-10-from-start",
-            "one GPU 10% slower from the job's start (a job placed on a bad GPU)",
+            "one GPU 10% slower from the job's start (a job placed on a GPU that went bad "
+            "since its last job: the controller watched the GPUs serve a healthy job for "
+            "30 min before)",
             FaultKind.SLOW_GPU,
             0.10,
             start_s=0.0,
+            history_s=FLEET_HISTORY_S,
         ),
         Scenario(
             "slow-node-15-from-start",
-            "all 8 GPUs of one node 15% slower from the job's start",
+            "all 8 GPUs of one node 15% slower from the job's start (after a healthy job, "
+            "as slow-gpu-10-from-start)",
             FaultKind.SLOW_NODE,
             0.15,
             True,
+            start_s=0.0,
+            history_s=FLEET_HISTORY_S,
+        ),
+        Scenario(
+            "slow-gpu-10-from-start-unseen",
+            "one GPU 10% slower from the job's start, on GPUs the controller has never "
+            "seen: within the healthy spread of one model (up to 14% from the median), "
+            "which no per-rank timing tells from a healthy slow GPU",
+            FaultKind.SLOW_GPU,
+            0.10,
             start_s=0.0,
         ),
         Scenario(

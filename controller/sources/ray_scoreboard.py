@@ -11,17 +11,22 @@ runner, so a restart neither loses nor repeats an action, and a state someone el
 stops the runner instead of steering it. Ray has no node marks: taints and cordons exist
 only in that state (the runner reports them back to the core as present), drains go to
 Ray. Before a drain or a restart, the targets are checked again against the job's live
-actors.
+actors. Under ``confirm: probe`` the runner asks the job for its probe through the board's
+runtime control, which only the holder of the board's control key may write
+(``detector/reporters/board_control.py``): without the key it warns and the node step
+keeps waiting.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pacekeeper.controller.actuators.errors import GiveUp, RetryLater
@@ -60,6 +65,7 @@ from pacekeeper.detector.score_report import ReportRejected, ScoreReport
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "CONTROL_KEY_FILE_ENV",
     "KV_NAMESPACE",
     "STATE_KEY",
     "KvStateStore",
@@ -68,10 +74,43 @@ __all__ = [
     "ScoreBoardSource",
     "StateTampered",
     "cluster_view_of",
+    "load_control_key",
 ]
 
 DEFAULT_WINDOW_REPORTS = 16
 _REFUSALS_REMEMBERED = 4096
+CONTROL_KEY_FILE_ENV = "PACEKEEPER_CONTROL_KEY_FILE"
+MIN_CONTROL_KEY_CHARS = 16
+"""Any driver may call ``set_control`` with guesses: a short key would be found."""
+_BOARD_CALL_TIMEOUT_S = 10.0
+
+
+def load_control_key(path: Path | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """The ScoreBoard's control key, from ``path``, else the file named by
+    ``$PACEKEEPER_CONTROL_KEY_FILE``; None when neither is given (the runner then never
+    writes a job's control). A file, never an argument: argv is readable by every user
+    of the machine. Raises ValueError for a file that is missing, unreadable or short:
+    an operator who named a key expects it used."""
+    env = os.environ if env is None else env
+    if path is None:
+        named = env.get(CONTROL_KEY_FILE_ENV)
+        if not named:
+            return None
+        path = Path(named)
+    try:
+        key = path.read_text().strip()
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise ValueError(f"control key file {path}: {e.strerror or e}") from e
+    if len(key) < MIN_CONTROL_KEY_CHARS:
+        raise ValueError(
+            f"control key file {path}: {len(key)} characters, need at least "
+            f"{MIN_CONTROL_KEY_CHARS} (e.g. `openssl rand -hex 32`)"
+        )
+    if mode & 0o077:
+        # Whoever reads it controls every job on the board (docs/security.md).
+        logger.warning("control key file is readable by other users", extra={"path": str(path)})
+    return key
 
 
 class ScoreBoardSource:
@@ -87,8 +126,11 @@ class ScoreBoardSource:
         window_reports: int = DEFAULT_WINDOW_REPORTS,
         records: RayRecords | None = None,
         verify_placement: bool = True,
+        control_key: str | None = None,
     ):
         self._board = board
+        self._control_key = control_key
+        """Only for a board this source creates: the board keeps its digest."""
         self.window_reports = window_reports
         self.records = records or RayRecords()
         self.verify_placement = verify_placement
@@ -103,7 +145,7 @@ class ScoreBoardSource:
 
             # Created here when missing: a board the controller made holds a store key
             # no job has seen (docs/security.md, Ray).
-            self._board = get_scoreboard(create=True)
+            self._board = get_scoreboard(create=True, control_key=self._control_key)
         return self._board
 
     def job_views(self, now: datetime) -> list[JobView]:
@@ -227,9 +269,13 @@ class RayRunner:
         store: KvStateStore | None = None,
         actuators: RayActuators | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        control_key: str | None = None,
     ) -> None:
+        """``control_key``: the board's control key, to ask jobs for their confirmation
+        probe (``confirm: probe``); a default source creates a missing board with it."""
         self.policies = policies
-        self.source = source or ScoreBoardSource()
+        self.source = source or ScoreBoardSource(control_key=control_key)
+        self._control_key = control_key
         if not self.source.verify_placement and policies.mode is Mode.ENFORCE:
             raise ValueError(
                 "RayRunner: enforce mode needs verify_placement (a runner that believes "
@@ -238,10 +284,18 @@ class RayRunner:
         self.store = store or KvStateStore.from_key_file()
         self.actuators = actuators or RayActuators()
         self._clock = clock
-        self.counters = {"untrusted_reports": 0, "refused_actions": 0, "state_refused": 0}
+        self.counters = {
+            "untrusted_reports": 0,
+            "refused_actions": 0,
+            "state_refused": 0,
+            "probe_requested": 0,
+            "probe_request_failed": 0,
+        }
         self._refusals_seen: collections.OrderedDict[tuple[str, object, str], None] = (
             collections.OrderedDict()
         )
+        self._probe_said: collections.OrderedDict[str, str] = collections.OrderedDict()
+        """Per job, the last probe-request problem logged (each said once, not per pass)."""
         self._halt_said: str | None = None
 
     def run_once(self) -> PassResult:
@@ -304,6 +358,9 @@ class RayRunner:
     def _apply(self, d: Decision, result: PassResult) -> Decision:
         """Carries out ``d``; returns it, or the hold that replaced it when Ray does not
         place its targets in the job."""
+        if d.reason is Reason.AWAITING_PROBE and d.mode is Mode.ENFORCE:
+            self._request_probe(d)
+            return d
         if d.verdict is not Verdict.ACT or d.action is None or d.mode is not Mode.ENFORCE:
             return d  # holds (observe, budgets...) and undos of state-only marks
         try:
@@ -337,6 +394,57 @@ class RayRunner:
                        "error": str(e)},
             )  # fmt: skip
         return d
+
+    def _request_probe(self, d: Decision) -> None:
+        """Ask the job for its confirmation probe: ``probe.id`` in its control on the
+        board, which its reporting rank reads. Merged into the control the board holds
+        (the operator's fields stay) and written only when that does not carry this
+        request, so a repeated decision or a restarted runner asks once; a failed write
+        is asked again by the next pass, whose decision repeats the request. The job
+        written to is the decision's, a board key its badge proved (``ray_badge.py``),
+        never a name a report gave."""
+        import ray
+
+        request = (d.evidence.get("probe") or {}).get("request")
+        if not isinstance(request, str) or not request:
+            return
+        if self._control_key is None:
+            self._probe_problem(
+                d.job, request, "no control key: give pacekeeper ray-controller "
+                f"--control-key-file (or ${CONTROL_KEY_FILE_ENV}); the node step waits",
+            )  # fmt: skip
+            return
+        try:
+            board = self.source._handle()
+            held = ray.get(board.control.remote(d.job), timeout=_BOARD_CALL_TIMEOUT_S)
+            control = dict(held) if isinstance(held, dict) else {}
+            asked = control.get("probe")
+            if isinstance(asked, dict) and asked.get("id") == request:
+                return
+            control["probe"] = {"id": request}
+            ray.get(
+                board.set_control.remote(d.job, control, self._control_key),
+                timeout=_BOARD_CALL_TIMEOUT_S,
+            )
+        except Exception as e:  # a dead board, a wrong key: the next pass asks again
+            self.counters["probe_request_failed"] += 1
+            cause = getattr(e, "cause", None)
+            why = cause if isinstance(cause, Exception) else e  # not the remote traceback
+            self._probe_problem(d.job, request, f"{type(why).__name__}: {why}"[:500])
+            return
+        self._probe_said.pop(d.job, None)
+        self.counters["probe_requested"] += 1
+        logger.info("probe requested", extra={"job": d.job, "node": d.node, "probe": request})
+
+    def _probe_problem(self, job: str, request: str, error: str) -> None:
+        if self._probe_said.get(job) == error:
+            return
+        self._probe_said[job] = error
+        while len(self._probe_said) > _REFUSALS_REMEMBERED:
+            self._probe_said.popitem(last=False)
+        logger.warning(
+            "probe request not written", extra={"job": job, "probe": request, "error": error}
+        )
 
     def _live(self, job: str) -> list[RayActor]:
         job_hex = ray_job_of(job)
@@ -384,7 +492,6 @@ def main(argv: list[str] | None = None) -> None:
     existing scripts; ``pacekeeper ray-controller`` (``controller/cli/ray_controller.py``)
     is the command, with ``--mode`` and one log line per decision group."""
     import argparse
-    from pathlib import Path
 
     import ray
 
@@ -400,14 +507,20 @@ def main(argv: list[str] | None = None) -> None:
         help=f"HMAC key of the stored state (created when absent; default ${KEY_FILE_ENV} "
         f"or {default_key_path()})",
     )  # fmt: skip
+    parser.add_argument(
+        "--control-key-file", type=Path, default=None,
+        help=f"the ScoreBoard's control key, for confirm: probe (default ${CONTROL_KEY_FILE_ENV})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     policies = load_policy_file(args.policy)  # raises naming the field on a bad policy
     store = KvStateStore.from_key_file(args.state_key_file)
+    control_key = load_control_key(args.control_key_file)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     ray.init(address=args.address, namespace="pacekeeper", log_to_driver=False)
     stop = threading.Event()
     try:
-        RayRunner(policies, store=store).run_forever(stop, interval_s=args.interval_s)
+        runner = RayRunner(policies, store=store, control_key=control_key)
+        runner.run_forever(stop, interval_s=args.interval_s)
     except KeyboardInterrupt:
         stop.set()
 

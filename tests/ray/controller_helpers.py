@@ -13,8 +13,11 @@ from pacekeeper.detector.score_report import JobIdentity, ScoreReport
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
-def ray_policy(ladder: dict[str, Any], mode: str = "enforce") -> PolicyDocument:
-    """Acts after one report below 0.75, no warm-up, one-minute step timeouts."""
+def ray_policy(
+    ladder: dict[str, Any], mode: str = "enforce", extra: dict[str, Any] | None = None
+) -> PolicyDocument:
+    """Acts after one report below 0.75, no warm-up, one-minute step timeouts; ``extra``:
+    more fields of the policy (``confirm``, ``probe``)."""
     return parse_policy_document(
         {
             "apiVersion": "pacekeeper.dev/v1alpha1",
@@ -31,6 +34,7 @@ def ray_policy(ladder: dict[str, Any], mode: str = "enforce") -> PolicyDocument:
                     "persistence": {"consecutiveReports": 1, "maxReportAgeS": 300},
                     "warmup": {"afterJobStartS": 0, "afterActionS": 0},
                     "ladder": ladder,
+                    **(extra or {}),
                     "budgets": {
                         "nodes": {"maxNodes": 2},
                         "actionsPerHour": 100,

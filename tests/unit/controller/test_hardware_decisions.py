@@ -151,3 +151,17 @@ def test_a_report_the_api_contradicts_teaches_the_memory_nothing() -> None:
     out = decide(Window((view,), world.cluster), world.state, world.policies, refused.received_at)
     assert out.next_state.hardware.nodes == before.nodes
     assert {d.reason for d in out.decisions} == {Reason.UNTRUSTED_REPORT}
+
+
+def test_the_peer_check_leaves_drift_inside_the_track_band_alone() -> None:
+    """A GPU whose factor is known, 3 % slower than it in a new job (a fresh baseline),
+    lies inside ``trackBand`` (2 %) below ``act`` (0.98): drift a factor follows, no
+    finding. 7 % slower is the GPU changed: found by its peers from the job's start."""
+    individual = {"score": {"kind": "gpuIndividual"}, "thresholds": {"act": 0.98, "recover": 0.99}}
+    for slowdown, found in ((0.97, False), (0.93, True)):
+        world = World(doc(individual), Fleet(factors=SPREAD))
+        world.run(Job("before", world.fleet), 10)  # the memory learns every GPU's factor
+        world.log.clear()
+        job = Job("after", world.fleet, started_at=world.now)
+        world.run(job, 8, {SLOW_SLOT: slowdown})
+        assert (ActionKind.NOTIFY in actions(world.log, job.key)) is found, slowdown

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from topology_builders import feed, grid, topo_report
 
-from pacekeeper.controller.core import peers
+from pacekeeper.controller.core import peer_stats, peers
 from pacekeeper.controller.core.attribution import digest, score_getter
 from pacekeeper.controller.core.decisions import Reason
 from pacekeeper.controller.core.policy import ActionKind, parse_policy_document
@@ -96,7 +96,7 @@ def _plain(values: list[float | None], keys: list[str], act: float, k: float | N
         if v is None:
             out.append(None)
             continue
-        if len(members) <= peers.LOO_MAX_GROUP:
+        if len(members) <= peer_stats.LOO_MAX_GROUP:
             others = [values[j] for j in members if j != i and values[j] is not None]
             if not others:
                 out.append(None)
@@ -112,7 +112,7 @@ def _plain(values: list[float | None], keys: list[str], act: float, k: float | N
             out.append(None)
             continue
         s = min(1.0, v / med)
-        if k is not None and (med - v) < k * peers.MAD_TO_SIGMA * mad and s < act:
+        if k is not None and (med - v) < k * peer_stats.MAD_TO_SIGMA * mad and s < act:
             s = act
         out.append(s)
     return out

@@ -1,0 +1,120 @@
+"""Peer statistics: each rank's peers' median and robust spread, and a value judged
+against them (the arithmetic ``peers`` and ``host_side`` share)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pacekeeper.detector.score_report import PeerSummary, RankScores, peer_key
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+LOO_MAX_GROUP = 32
+"""Groups up to this size get an exact leave-one-out reference (a rank of a group of
+two is compared with the other one, not with the mean of both)."""
+
+MAD_TO_SIGMA = 1.4826
+"""Median absolute deviation to standard deviation, for normally distributed noise."""
+
+
+def against(raw: F64, ref: F64, mad: F64, act: float, k: float | None) -> F64:
+    """``raw / ref`` capped at 1; within ``k`` robust spreads of the reference: at least
+    ``act``. NaN where either side is missing."""
+    with np.errstate(all="ignore"):
+        out = np.minimum(raw / np.where(ref > 0, ref, np.nan), 1.0)
+        if k is not None:
+            quiet = (ref - raw) < k * MAD_TO_SIGMA * mad
+            out = np.where(quiet & (out < act), act, out)
+    return np.asarray(out, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class Groups:
+    """The listed ranks' peer groups: per group, its key and its members' indices."""
+
+    keys: list[str]
+    members: list[I64]
+
+    @classmethod
+    def of(cls, ranks: Sequence[RankScores]) -> Groups:
+        if all(r.group is None and not r.coords for r in ranks):  # no topology: one job
+            return cls([""], [np.arange(len(ranks), dtype=np.int64)])
+        index: dict[str, list[int]] = {}
+        for i, r in enumerate(ranks):
+            index.setdefault(peer_key(r), []).append(i)
+        return cls(list(index), [np.asarray(v, dtype=np.int64) for v in index.values()])
+
+    def minimum(self, values: F64) -> F64:
+        """Per rank, the lowest value in its group (NaN: none)."""
+        out = np.full(values.shape, np.nan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN groups
+            for idx in self.members:
+                out[idx] = np.nanmin(values[idx])
+        return out
+
+    def references(
+        self,
+        raw: F64,
+        summaries: dict[str, PeerSummary] | None = None,
+        columns: Sequence[str] = (),
+    ) -> tuple[F64, F64]:
+        """Per rank and column, its peers' median and median absolute deviation (NaN:
+        no peer). Groups of equal size are computed together."""
+        ref = np.full(raw.shape, np.nan)
+        mad = np.full(raw.shape, np.nan)
+        by_size: dict[int, list[I64]] = {}
+        for key, idx in zip(self.keys, self.members, strict=True):
+            summary = (summaries or {}).get(key)
+            if summary is not None:
+                _from_summary(summary, columns, idx, ref, mad)
+            else:
+                by_size.setdefault(idx.size, []).append(idx)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: no peer
+            for size, groups in by_size.items():
+                if size < 2:
+                    continue
+                idx = np.stack(groups)  # groups x size
+                if size <= LOO_MAX_GROUP:
+                    med, dev = _leave_one_out(raw[idx])
+                else:
+                    med, dev = _whole_group(raw[idx])
+                ref[idx] = med
+                mad[idx] = dev
+        return ref, mad
+
+
+def _leave_one_out(sub: F64) -> tuple[F64, F64]:
+    """``sub``: groups x members x columns; per member, the others' median and MAD."""
+    m = sub.shape[1]
+    others = np.array([[j for j in range(m) if j != i] for i in range(m)], dtype=np.int64)
+    rest = sub[:, others, :]  # groups x members x (members - 1) x columns
+    med = np.nanmedian(rest, axis=2)
+    dev = np.nanmedian(np.abs(rest - med[:, :, None, :]), axis=2)
+    return med, dev
+
+
+def _whole_group(sub: F64) -> tuple[F64, F64]:
+    med = np.nanmedian(sub, axis=1)
+    dev = np.nanmedian(np.abs(sub - med[:, None, :]), axis=1)
+    enough = np.count_nonzero(np.isfinite(sub), axis=1) >= 2
+    med = np.where(enough, med, np.nan)
+    shape = sub.shape
+    return np.broadcast_to(med[:, None, :], shape), np.broadcast_to(dev[:, None, :], shape)
+
+
+def _from_summary(
+    summary: PeerSummary, columns: Sequence[str], idx: I64, ref: F64, mad: F64
+) -> None:
+    for j, key in enumerate(columns):
+        spread = summary.spreads.get(key)
+        if spread is not None and spread.n >= 2:
+            ref[idx, j] = spread.median
+            mad[idx, j] = spread.mad

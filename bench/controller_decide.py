@@ -74,14 +74,15 @@ def make_report(ranks: int, seq: int, slow: dict[int, float], rng: random.Random
     )
 
 
-def policy(kind: str) -> PolicyDocument:
+def policy(kind: str, host_side: bool = False) -> PolicyDocument:
+    score: dict[str, object] = {"kind": kind, **({"hostSide": True} if host_side else {})}
     return parse_policy_document(
         {
             "mode": "enforce",
             "defaultPolicy": "p",
             "policies": {
                 "p": {
-                    "score": {"kind": kind},
+                    "score": score,
                     "warmup": {"afterJobStartS": 0, "afterActionS": 0},
                     "budgets": {"betweenActionsS": 0},
                     "ladder": {
@@ -132,8 +133,8 @@ def main() -> None:
         return st
 
     rows = []
-    for kind in ("gpuRelative", "worst"):
-        doc = policy(kind)
+    for kind, host_side in (("gpuRelative", False), ("gpuRelative", True), ("worst", False)):
+        doc = policy(kind, host_side)
         warm_slow = state_after(doc, slow[:4])  # the 4th report takes the taint step
         warm_healthy = state_after(doc, healthy)
         now = slow[3].generated_at
@@ -152,7 +153,7 @@ def main() -> None:
             listed = len(window.jobs[0].reports[-1].ranks)
             rows.append(
                 {
-                    "score": kind,
+                    "score": f"{kind}, hostSide" if host_side else kind,
                     "case": name,
                     "listed": listed,
                     "new": new,

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from pacekeeper.controller.core.policy import Mode
+from pacekeeper.controller.core.policy import Confirm, Mode
 from pacekeeper.controller.simulation import goals
 from pacekeeper.controller.simulation.commands import quality_table
 from pacekeeper.controller.simulation.detection import Instrumentation
@@ -59,6 +59,7 @@ DDP_OVERLAP = False
 COLLECTIVE_TIMING = True
 GPU_UUID = True
 NOISE: tuple[float | None, float | None] = (None, None)
+CONFIRM = Confirm.NONE
 """``--drift-scale``, ``--jitter-scale``: every scenario's drift and jitter multiples,
 a noisy scenario's own 2x replaced too (None: the scenario's own)."""
 _READ_BY_GOALS = {n for g in goals.RECALL_GOALS for n in g.scenarios} | {
@@ -96,7 +97,7 @@ def run_one(task: Task) -> tuple[Task, dict[str, Quality], float]:
     params = params_for(ranks, step_s, sample_every)
     t0 = time.perf_counter()
     sc = with_options(SCENARIOS[name], drift_scale=NOISE[0], jitter_scale=NOISE[1])
-    policy = simulation_policy(sc.mode or MODE)
+    policy = simulation_policy(sc.mode or MODE, CONFIRM)
     inst = Instrumentation(collective_timing=COLLECTIVE_TIMING, gpu_uuid=GPU_UUID)
     out = simulate(
         sc, ranks, duration_for(name, duration), seed, policy=policy, params=params,
@@ -112,11 +113,13 @@ def _configure(  # noqa: PLR0917 - the pool's initializer takes them positionall
     gpu_uuid: bool,
     drift_scale: float | None = None,
     jitter_scale: float | None = None,
+    confirm_probe: bool = False,
 ) -> None:
     """Module settings for this process and, through ``initializer``, the pool's."""
-    global MODE, DDP_OVERLAP, COLLECTIVE_TIMING, GPU_UUID, NOISE
+    global MODE, DDP_OVERLAP, COLLECTIVE_TIMING, GPU_UUID, NOISE, CONFIRM
     MODE, DDP_OVERLAP, COLLECTIVE_TIMING = Mode(mode), ddp_overlap, collective_timing
     GPU_UUID, NOISE = gpu_uuid, (drift_scale, jitter_scale)
+    CONFIRM = Confirm.PROBE if confirm_probe else Confirm.NONE
 
 
 def print_goals(
@@ -203,6 +206,12 @@ def main() -> None:
     ap.add_argument("--suite", choices=list(SUITES), default="all")
     ap.add_argument("--jobs", type=int, default=1, help="processes (one run each)")
     ap.add_argument("--mode", choices=["dry-run", "enforce"], default="dry-run")
+    ap.add_argument(
+        "--confirm-probe",
+        action="store_true",
+        help="the policy's node actions need the job's confirmation probe (confirm: probe; "
+        "asked and answered only in enforce mode)",
+    )
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument(
         "--step-s",
@@ -256,6 +265,7 @@ def main() -> None:
         not args.no_gpu_uuid,
         args.drift_scale,
         args.jitter_scale,
+        args.confirm_probe,
     )
     _configure(*settings)
     console = Console(width=132)
@@ -342,6 +352,11 @@ def main() -> None:
                 f"{total.false_actions_per_1000_gpu_days:.2f} per 1,000 GPU-days"
                 + (f" (95% upper bound {bound:.2f})" if total.false_actions == 0 else "")
             )
+        ours = combine(per_detector.get("pacekeeper", []))
+        console.print(
+            f"{ranks} ranks, pacekeeper: {ours.hardware_actions} node actions, "
+            f"{ours.probed_hardware_actions} of them confirmed by the job's probe"
+        )
         goal_docs.append(print_goals(console, ranks, by_scenario))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     doc = {
@@ -352,7 +367,7 @@ def main() -> None:
         "jobs": args.jobs,
         "wallS": round(time.perf_counter() - t_all, 1),
         "windowS": ModelParams().window_s,
-        "policy": simulation_policy(MODE).model_dump(
+        "policy": simulation_policy(MODE, CONFIRM).model_dump(
             mode="json", by_alias=True, exclude_defaults=True
         ),
         "mode": args.mode,

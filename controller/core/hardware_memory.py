@@ -244,8 +244,6 @@ def _pick(
     ``MAX_HEALTHY_PER_WINDOW`` GPUs, a rotating share, so that a 16,384-GPU report costs
     about what a 1,024-GPU one does and each GPU is still seen every few windows. One
     window per GPU: two ranks naming one GPU count it once."""
-    slow_below = settings.slow_below
-    bar = min(slow_below, 1.0 - settings.calibration.max_deviation)
     evidence: list[Observation] = []
     healthy: list[Observation] = []
     nodes = memory.nodes
@@ -255,7 +253,7 @@ def _pick(
             continue
         nm = nodes.get(o.node)
         g = None if nm is None else nm.gpus.get(o.uuid)
-        slow = ratio < bar if g is None or g.learned == 0 else ratio < slow_below * g.factor
+        slow = _slow_window(ratio, g, settings)[0]
         (evidence if o.flagged or slow else healthy).append(o)
     if len(healthy) > MAX_HEALTHY_PER_WINDOW:
         every = -(-len(healthy) // MAX_HEALTHY_PER_WINDOW)
@@ -278,9 +276,7 @@ def _learn(  # noqa: PLR0917 (one GPU, one window)
     cal = settings.calibration
     keep = decay(at - g.last, settings.half_life_s)
     known = g.learned > 0
-    bar = settings.slow_below if known else min(settings.slow_below, 1.0 - cal.max_deviation)
-    calibrated = o.ratio / (g.factor if known else 1.0)
-    slow = calibrated < bar
+    slow, calibrated = _slow_window(o.ratio, g, settings)
     low, high = 1.0 - cal.max_deviation, 1.0 + cal.max_deviation
     learnable = (
         not o.flagged
@@ -312,6 +308,19 @@ def _learn(  # noqa: PLR0917 (one GPU, one window)
         slow_weight=_ratio(g.slow_weight * keep + (1.0 if slow else 0.0)),
         services=_served(g.services, job, since, at, slow, calibrated),
     )
+
+
+def _slow_window(
+    ratio: float, g: GpuMemory | None, settings: HardwareMemorySettings
+) -> tuple[bool, float]:
+    """(slow, calibrated ratio) of one window of a GPU: below ``slowBelow`` once divided
+    by its factor; with no factor yet, below the smaller of that and ``1 - maxDeviation``
+    (the spread of one model is not slow before it is learned)."""
+    if g is None or g.learned == 0:
+        bar = min(settings.slow_below, 1.0 - settings.calibration.max_deviation)
+        return ratio < bar, ratio
+    calibrated = ratio / g.factor
+    return calibrated < settings.slow_below, calibrated
 
 
 def _served(  # noqa: PLR0917 (a record and the window it takes)

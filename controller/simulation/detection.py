@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from pacekeeper.controller.simulation import probe_answers
 from pacekeeper.controller.simulation.models import Layout, WindowSummary
 from pacekeeper.cupti_ext.kernel_keys import is_comm_kernel
 from pacekeeper.detector import scoring
@@ -106,6 +107,7 @@ class RealScoring:
         # The first incarnation numbers reports by window (as a trace's windows come).
         self._first_window: int | None = 0
         self._fresh_baselines()
+        self._probe: str | None = None
         self._names: dict[int, str] = {}
         self._infos = [
             RankInfo(
@@ -141,6 +143,10 @@ class RealScoring:
         self._first_window = None
         self._fresh_baselines()
 
+    def ask_probe(self, probe_id: str) -> None:
+        """The controller asked for the confirmation probe: the next report answers."""
+        self._probe = probe_id
+
     def report(
         self, w: WindowSummary, placements: Sequence[Placement] | None = None
     ) -> ScoreReport:
@@ -168,6 +174,11 @@ class RealScoring:
             # section is someone else's slowness.
             sec_ns = w.section_work_median_s * 1e9
         shares = self._wait_shares(w) if self.collective_timing else None
+        probes = None
+        if self._probe is not None and w.gpu_speed is not None:
+            # Every rank runs the probe at the report after the request (``control_cycle``).
+            probes = probe_answers.answers(self._probe, w.gpu_speed, w.index)
+            self._probe = None
         payloads = []
         for r in range(len(self.rank_ids)):
             ran = np.isfinite(k_med_all[r])
@@ -193,6 +204,7 @@ class RealScoring:
                 group=where.group,
                 coords=where.coords,
                 gpu_uuid=self._infos[r].gpu_uuid,
+                probe=None if probes is None else probes[r],
             )
             self._infos[r] = info
             payloads.append(

@@ -167,6 +167,10 @@ class WindowSummary:
     """ranks: time blocked in collectives over the window (all sections)."""
     wall_s: float | None = None
     """The window's elapsed time on the job's clock (the steps as long as they took)."""
+    gpu_speed: F64 | None = None
+    """ranks: how much longer identical GPU work takes at the window's end (static spread
+    x drift x faults, no work imbalance, no host time): what a confirmation probe
+    measures."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,6 +452,7 @@ class JobSimulator:
             section_entries=np.full((n, len(SECTIONS)), steps, dtype=np.int64),
             wait_s=section_wait.sum(axis=1),
             wall_s=wall_s,
+            gpu_speed=(st.speed[:, None] * drift * comp_fault)[:, -1].copy(),
         )
         self._step += steps
         self._window += 1

@@ -15,6 +15,7 @@ for a fault found within 5 minutes of the job's start or restart.
 from __future__ import annotations
 
 from pacekeeper.controller.core.policy import (
+    Confirm,
     Ladder,
     LadderStep,
     Mode,
@@ -31,7 +32,8 @@ ACT_THRESHOLD = 0.98
 RECOVER_THRESHOLD = 0.99
 
 
-def simulation_policy(mode: Mode = Mode.DRY_RUN) -> PolicyDocument:
+def simulation_policy(mode: Mode = Mode.DRY_RUN, confirm: Confirm = Confirm.NONE) -> PolicyDocument:
+    """``confirm``: what node actions need beyond the scores (``confirm: probe``)."""
     policy = Policy(
         score=ScoreSelector(kind=ScoreKind.GPU_INDIVIDUAL, host_side=True),
         thresholds=Thresholds(act=ACT_THRESHOLD, recover=RECOVER_THRESHOLD),
@@ -39,6 +41,7 @@ def simulation_policy(mode: Mode = Mode.DRY_RUN) -> PolicyDocument:
         # Judged against peers, a score needs no baseline: two windows settle the job's
         # start (the goal finds a GPU slow from it within 5 min, two reports included).
         warmup=Warmup(after_job_start_s=120.0, after_action_s=180.0),
+        confirm=confirm,
         ladder=Ladder(
             notify=LadderStep(enabled=True, timeout_s=120.0),
             restart_rank=LadderStep(enabled=True, timeout_s=600.0, max_attempts=1),

@@ -46,6 +46,8 @@ class Flag:
     """An action that costs the job (restart, taint, drain, cordon, stopping the job)."""
     hardware: bool = False
     """A node action (taint, drain, cordon)."""
+    probed: bool = False
+    """A node action the job's confirmation probe confirmed (``confirm: probe``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,10 @@ class Quality:
     lasts to the end of the run)."""
     false_recoveries: int = 0
     """``Recovered`` decisions on a suspect whose fault was still there."""
+    hardware_actions: int = 0
+    """Node actions (taint, drain, cordon), right or wrong."""
+    probed_hardware_actions: int = 0
+    """Of those, the ones the job's confirmation probe confirmed."""
 
     @property
     def precision(self) -> float:
@@ -142,6 +148,8 @@ class Quality:
             "hardwareActionsOnImbalance": self.hardware_actions_on_imbalance,
             "prematureUndos": self.premature_undos,
             "falseRecoveries": self.false_recoveries,
+            "hardwareActions": self.hardware_actions,
+            "probedHardwareActions": self.probed_hardware_actions,
         }
 
 
@@ -190,6 +198,8 @@ def score_run(
         hardware_actions_on_imbalance=hw,
         premature_undos=sum(1 for u in undos if truth.is_right(u)),
         false_recoveries=sum(1 for r in recoveries if truth.is_right(r)),
+        hardware_actions=sum(1 for f in items if f.hardware),
+        probed_hardware_actions=sum(1 for f in items if f.hardware and f.probed),
     )
 
 
@@ -210,4 +220,6 @@ def combine(runs: Iterable[Quality]) -> Quality:
         hardware_actions_on_imbalance=sum(q.hardware_actions_on_imbalance for q in rs),
         premature_undos=sum(q.premature_undos for q in rs),
         false_recoveries=sum(q.false_recoveries for q in rs),
+        hardware_actions=sum(q.hardware_actions for q in rs),
+        probed_hardware_actions=sum(q.probed_hardware_actions for q in rs),
     )

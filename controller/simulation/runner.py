@@ -132,9 +132,9 @@ def flags_from_decisions(
             disruptive = False
         if disruptive:
             seen.add(key)
-        out.append(
-            Flag(time_s, subj[0], subj[1], disruptive, disruptive and d.action in NODE_ACTIONS)
-        )
+        hardware = disruptive and d.action in NODE_ACTIONS
+        probed = hardware and (d.evidence.get("probe") or {}).get("confirmed") is True
+        out.append(Flag(time_s, subj[0], subj[1], disruptive, hardware, probed))
     return out
 
 
@@ -267,6 +267,11 @@ def run_scenario(
         rec.incarnations.append(scoring.incarnation)
         rec.scores.append(judged_scores(report, layout.ranks, policy))
         decisions = replayer.step(report)
+        for d in decisions:
+            # The shell writes the request to the job's control; its next report answers.
+            request = (d.evidence.get("probe") or {}).get("request")
+            if d.reason is Reason.AWAITING_PROBE and request:
+                scoring.ask_probe(str(request))
         rec.decisions.extend(decisions)
         rec.decision_times_s.extend([t] * len(decisions))
         rec.ours.extend(flags_from_decisions(decisions, t, node_index, replayer._seen))

@@ -311,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta={
             "traces": "ByteDance-Seed/StragglerAnalysis AR and SE (Apache-2.0)",
             "steps_per_window": args.steps_per_window,
-            "policies": [f"docs/policies/{p}.yaml" for p in POLICIES],
+            "policies": [f"docs/policies/{p}.yaml" for p in POLICIES]
+            + ["presets.simulation_policy(enforce) (the benchmark policy)"],
             "culprit": {"AR": [0], "SE": [], "pipeline": []},
         },
     )

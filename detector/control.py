@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .score_report import PROBE_ID_PATTERN
+
 DEFAULT_THRESHOLD = 0.75
 """NVRx's default of every ``identify_stragglers`` threshold."""
 
@@ -39,7 +41,7 @@ _THRESHOLD_KEYS = {
     "sectionIndividual": "section_individual",
 }
 _CONTROL_KEYS = ("enabled", "reportTimeIntervalS", "profilingInterval", "thresholds", "probe")
-_PROBE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_PROBE_ID = re.compile(PROBE_ID_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,13 +168,17 @@ class KernelTiming(_Model):
 Rate = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
+PROBE_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+"""A confirmation probe's request id: what the CRD's ``spec.control.probe.id`` accepts."""
+
+
 class ProbeEvidence(_Model):
     """The confirmation probe's result on one rank (v3): throughputs of the same fixed
     work on every rank (``detector.probe``), higher is faster; a part that did not run
     is absent. Written by the job, like its scores: it only ever speaks for the nodes
     the job's own pods run on."""
 
-    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    id: str = Field(pattern=f"^{PROBE_ID_PATTERN}$")
     """The request it answers (``spec.control.probe.id``)."""
     device: str = Field(pattern=r"^(cuda|cpu)$")
     gemm_tflops: Rate | None = None

@@ -82,14 +82,18 @@ class Summary:
 
 
 def summary(memory: HardwareMemory) -> Summary:
-    gpus = [g for nm in memory.nodes.values() for g in nm.gpus.values()]
-    return Summary(
-        nodes=len(memory.nodes),
-        gpus=len(gpus),
-        slow_gpus=sum(1 for g in gpus if g.slow_history()),
-        calibrated_gpus=sum(1 for g in gpus if g.known),
-        slow_nodes=sum(1 for nm in memory.nodes.values() if nm.slow_history()),
-    )
+    """One pass over the memory: each GPU's slow history is read once."""
+    gpus = slow_gpus = calibrated = slow_nodes = 0
+    for nm in memory.nodes.values():
+        node_slow = False
+        for g in nm.gpus.values():
+            gpus += 1
+            calibrated += g.known
+            if g.slow_history():
+                slow_gpus += 1
+                node_slow = True
+        slow_nodes += node_slow
+    return Summary(len(memory.nodes), gpus, slow_gpus, calibrated, slow_nodes)
 
 
 def view(memory: HardwareMemory, now: datetime, settings: HardwareMemorySettings) -> dict[str, Any]:

@@ -70,6 +70,8 @@ logger = logging.getLogger(__name__)
 
 STATE_CONFLICT_RETRIES = 3
 RETRY_SOON_S = 5.0
+HARDWARE_GAUGES_EVERY_S = 15.0
+"""The hardware gauges are refreshed at most this often (Prometheus scrapes every 15-60 s)."""
 
 
 @dataclass(slots=True)
@@ -182,7 +184,7 @@ class Reconciler:
         """Decisions about another job than the one reconciled (the cluster pass notices a
         human's change to any job's mark): that job's own next reconcile records them."""
         self._handed_lock = threading.Lock()
-        self._hardware_shown = False
+        self._hardware_shown_at: datetime | None = None
 
     # --- public -------------------------------------------------------------------------
 
@@ -291,9 +293,15 @@ class Reconciler:
             )
             window = Window(jobs=(view,), cluster=cluster_view)
             outcome = decide(window, state, self.policies, now)
-            if outcome.next_state.hardware is not hardware or not self._hardware_shown:
+            shown = self._hardware_shown_at
+            if shown is None or (
+                outcome.next_state.hardware is not hardware
+                and (now - shown).total_seconds() >= HARDWARE_GAUGES_EVERY_S
+            ):
+                # The memory changes at nearly every report; the gauges walk all of it
+                # under the cluster lock, so they follow it at a scrape's pace.
                 self.metrics.show_hardware(hardware_summary(outcome.next_state.hardware))
-                self._hardware_shown = True
+                self._hardware_shown_at = now
             # What the chart's PacekeeperBreakerOpen alert reads.
             open_until = outcome.next_state.cluster.breaker_open_until
             self.metrics.breaker_open.set(int(open_until is not None and now < open_until))

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from pacekeeper.controller.core.policy import Confirm, Mode
+from pacekeeper.controller.core.policy import Mode
+from pacekeeper.controller.core.policy_hardware import Confirm
 from pacekeeper.controller.simulation import goals
 from pacekeeper.controller.simulation.commands import quality_table
 from pacekeeper.controller.simulation.detection import Instrumentation

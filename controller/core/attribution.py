@@ -16,6 +16,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import assert_never
 
+import numpy as np
+
 from pacekeeper.controller.core import peers
 from pacekeeper.controller.core.ids import NodeName, Rank
 from pacekeeper.controller.core.policy import Policy, ScoreKind, ScoreSelector
@@ -123,7 +125,17 @@ class Digest:
     hardware; None otherwise."""
     host_side: dict[int, float] = field(default_factory=dict)
     """Rank -> host score: ranks judged slow by their host side (``host_side``)."""
+    calibration: peers.GpuCalibration | None = None
+    """What the memory of hardware knew of the listed ranks' GPUs when judged."""
     _listed: set[int] | None = None
+
+    def gpu_factors(self) -> dict[int, float]:
+        """Rank -> its GPU's learned speed factor, for the listed ranks that have one."""
+        cal = self.calibration
+        if cal is None:
+            return {}
+        known = np.flatnonzero(cal.known).tolist()
+        return {self.report.ranks[i].rank: float(cal.factors[i]) for i in known}
 
     def gpus_of(self, ranks: Sequence[int]) -> tuple[str, ...]:
         """The GPUs ``ranks`` name in the report, in rank order (off the hot path)."""
@@ -282,6 +294,7 @@ def digest(
         reported_below=judged.reported_below,
         gpu_ratio=judged.gpu_ratio,
         host_side=judged.host_side,
+        calibration=calibration,
     )
 
 

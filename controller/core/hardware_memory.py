@@ -439,7 +439,8 @@ def calibration(
     factors = np.ones(n, dtype=np.float64)
     known = np.zeros(n, dtype=np.bool_)
     nodes = memory.nodes
-    for i, r in enumerate(report.ranks):
+    names = any(r.gpu_uuid for r in report.ranks)
+    for i, r in enumerate(report.ranks if names else ()):
         if r.gpu_uuid is None:
             continue
         nm = nodes.get(NodeName(r.node))
@@ -453,6 +454,7 @@ def calibration(
         band=settings.calibration.track_band,
         calibrate=use.calibrate,
         peer_check=use.peer_check,
+        names_gpus=names,
     )
 
 

@@ -29,7 +29,7 @@ from pacekeeper.controller.core.ids import NodeName, Rank
 from pacekeeper.controller.core.ladder import Exhausted, Take, Wait, next_move
 from pacekeeper.controller.core.observations import MARK_OF_ACTION
 from pacekeeper.controller.core.policy import DISRUPTIVE_ACTIONS, NODE_ACTIONS, ActionKind
-from pacekeeper.controller.core.policy_hardware import Confirm
+from pacekeeper.controller.core.policy_hardware import Calibration, Confirm
 from pacekeeper.controller.core.run import JobRun, Run
 from pacekeeper.controller.core.state import ActionStamp, LadderState, Streak
 
@@ -217,9 +217,12 @@ def _confirmed(  # noqa: PLR0917 (the candidate's context, passed on)
     if not ctx.enforce:
         ev["probe"] = {"wouldAsk": lad.probe_confirmed is None}
         return lad
+    cal = d.calibration
     g = probe_check.gate(
-        lad, d.report, ranks, ctx.policy.probe, job=ctx.view.key, node=node, now=run.now
-    )
+        lad, d.report, ranks, ctx.policy.probe, job=ctx.view.key, node=node, now=run.now,
+        factors=d.gpu_factors(),
+        spread=cal.max_deviation if cal is not None else Calibration().max_deviation,
+    )  # fmt: skip
     ev |= g.evidence
     ladders = dict(ctx.state.ladders)
     ladders[node] = g.ladder

@@ -93,6 +93,8 @@ class GpuCalibration:
     """Divide GPU relative scores by the factors (``hardware.calibrate``)."""
     peer_check: bool = True
     """Judge ``gpuIndividual`` also by the calibrated relative score (``hardware.peerCheck``)."""
+    names_gpus: bool = True
+    """The report names its ranks' GPUs (``gpuUuid``): the memory learns from it."""
     band: float = 0.0
     """The calibration's track band: the peer check counts a calibrated relative score
     only this far below ``act`` (a factor follows a GPU within the band, so drift inside
@@ -139,7 +141,11 @@ def judge(
     act = policy.thresholds.act
     k = sel.min_deviations
     summaries = {p.peers: p for p in report.summary.peers} if report.truncated else {}
-    gpu = None if calibration is None else _GpuPeers.of(ranks, groups, summaries, calibration)
+    gpu = (
+        _GpuPeers.of(ranks, groups, summaries, calibration)
+        if calibration is not None and _needs_gpu_peers(calibration, sel.kind)
+        else None
+    )
     ratio = None if gpu is None else _as_list(gpu.ratio)
     host: dict[int, float] = {}
     if relative:
@@ -185,6 +191,14 @@ def judge(
     named = {rank: round(float(q[i]), 4) for rank, i in culprits.items()}
     below = _below(ranks, reported, act) - victims.keys()
     return Judged(_as_list(values), victims, named, frozenset(below), ratio, host)
+
+
+def _needs_gpu_peers(cal: GpuCalibration, kind: ScoreKind) -> bool:
+    """Whether the GPU ratios are of any use: the memory learns from them, a factor
+    divides them, or the peer check reads them. A 16,384-rank report naming no GPU under
+    a relative policy skips them (they cost more than the rest of its judgement)."""
+    peer_check = cal.peer_check and kind is ScoreKind.GPU_INDIVIDUAL
+    return cal.names_gpus or peer_check or (cal.calibrate and bool(cal.known.any()))
 
 
 def _with_host_side(  # noqa: PLR0917 (the ranks, their peers, and how to judge them)
@@ -349,7 +363,7 @@ class _GpuPeers:
         summaries: dict[str, PeerSummary],
         calibration: GpuCalibration,
     ) -> _GpuPeers:
-        raw = np.fromiter((_nan(r.gpu_relative) for r in ranks), dtype=np.float64, count=len(ranks))
+        raw = np.array([r.gpu_relative for r in ranks], dtype=np.float64)
         ref, _ = groups.references(raw[:, None], summaries, ["gpuRelative"])
         with np.errstate(all="ignore"):
             ratio = raw / np.where(ref[:, 0] > 0, ref[:, 0], np.nan)

@@ -106,10 +106,13 @@ class Confirm(StrEnum):
 class ProbeCheck(PolicyModel):
     """How ``confirm: probe`` asks the job and reads its answer."""
 
-    slower_than: Annotated[float, Strict(), Field(gt=0, lt=1)] = 0.9
+    slower_than: Annotated[float, Strict(), Field(gt=0, lt=1)] = 0.95
     """A suspect rank whose probe rate (any part: GEMM, memory copy, host-to-device, or
     the host's matrix products) is below this share of the median of the job's other
-    ranks on the same device kind confirms the node's hardware."""
+    ranks on the same device kind confirms the node's hardware. A GPU part of a GPU with
+    a learned speed factor is divided by it first (its peers' by theirs); every other
+    part must also lie below 1 - hardwareMemory.calibration.maxDeviation, outside the
+    spread of healthy GPUs of one model."""
     timeout_s: PositiveSeconds = 600.0
     """Unanswered this long (a job without runtime control, a detector too old), the
     request is made again under a new id; meanwhile no node action is taken."""

@@ -66,6 +66,8 @@ def gate(
     job: str,
     node: str,
     now: datetime,
+    factors: Mapping[int, float] | None = None,
+    spread: float = 0.0,
 ) -> Gate:
     """Whether the node step may be taken; the ladder with the request or answer."""
     if lad.probe_confirmed is not None and lad.probe_id is not None:
@@ -81,7 +83,7 @@ def gate(
             if r.probe is not None and r.probe.id == lad.probe_id
         }
         if answers:
-            confirmed, figures = judge(answers, suspects, check.slower_than)
+            confirmed, figures = judge(answers, suspects, check.slower_than, factors, spread)
             if confirmed is not None:
                 lad = replace(lad, probe_confirmed=confirmed)
                 ev = {"probe": {"id": lad.probe_id, "confirmed": confirmed, **figures}}
@@ -100,31 +102,65 @@ def gate(
     return Gate(False, lad, ev, Reason.AWAITING_PROBE, due)
 
 
+GPU_PARTS = frozenset({"gemm_tflops", "memory_gbps"})
+"""The parts a GPU's learned speed factor explains (its clocks, its memory)."""
+
+
 def judge(
-    answers: Mapping[int, ProbeEvidence], suspects: Sequence[int], slower_than: float
+    answers: Mapping[int, ProbeEvidence],
+    suspects: Sequence[int],
+    slower_than: float,
+    factors: Mapping[int, float] | None = None,
+    spread: float = 0.0,
 ) -> tuple[bool | None, dict[str, Any]]:
     """(confirmed, figures): each suspect's rate over its peers' median, per part; None
     when no suspect can be compared (none answered, or no other rank of its device
-    kind did: a one-node job has nobody to tell its hardware from)."""
+    kind did: a one-node job has nobody to tell its hardware from).
+
+    GPUs of one model differ by up to ``spread`` on identical work, always the same way.
+    So a GPU part of a rank whose GPU has a learned factor (``factors``: rank -> factor,
+    from the memory of hardware) is divided by it, peers' too, and confirms below
+    ``slower_than``; any other part confirms only below ``1 - spread`` as well: a healthy
+    GPU at the slow end of the spread is no hardware fault (the simulator found one of a
+    slow host's eight GPUs always confirming its node at 0.9 without this)."""
+    known = factors or {}
     suspect_set = set(suspects)
     ratios: dict[str, dict[str, float]] = {}
     peers_of: dict[str, int] = {}
+    confirmed = False
+    unseen_bar = min(slower_than, 1.0 - spread)
+
+    def rate(rank: int, p: ProbeEvidence, part: str) -> float | None:
+        value: float | None = getattr(p, part)
+        if value is None or part not in GPU_PARTS or rank not in known:
+            return value
+        return float(value) / known[rank]
+
     for rank in sorted(suspect_set & answers.keys()):
         mine = answers[rank]
-        peers = [p for r, p in answers.items() if r not in suspect_set and p.device == mine.device]
+        peers = [
+            (r, p) for r, p in answers.items() if r not in suspect_set and p.device == mine.device
+        ]
         peers_of[mine.device] = len(peers)
         row: dict[str, float] = {}
         for part in PARTS:
-            value = getattr(mine, part)
-            theirs = [getattr(p, part) for p in peers if getattr(p, part)]
+            value = rate(rank, mine, part)
+            theirs = [v for r, p in peers if (v := rate(r, p, part))]
             if value is None or not theirs:
                 continue
-            row[part] = round(value / statistics.median(theirs), 4)
+            ratio = row[part] = round(value / statistics.median(theirs), 4)
+            bar = slower_than if part in GPU_PARTS and rank in known else unseen_bar
+            confirmed = confirmed or ratio < bar
         if row:
             ratios[str(rank)] = row
-    figures: dict[str, Any] = {"ratios": ratios, "peers": peers_of, "slowerThan": slower_than}
+    figures: dict[str, Any] = {
+        "ratios": ratios,
+        "peers": peers_of,
+        "slowerThan": slower_than,
+        "unseenBelow": round(unseen_bar, 4),
+        "calibrated": sorted(str(r) for r in suspect_set & known.keys()),
+    }
     if not ratios:
         return None, figures
-    worst = min(min(row.values()) for row in ratios.values())
-    figures["worst"] = worst
-    return worst < slower_than, figures
+    figures["worst"] = min(min(row.values()) for row in ratios.values())
+    return confirmed, figures

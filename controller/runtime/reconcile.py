@@ -293,10 +293,10 @@ class Reconciler:
             )
             window = Window(jobs=(view,), cluster=cluster_view)
             outcome = decide(window, state, self.policies, now)
-            shown = self._hardware_shown_at
-            if shown is None or (
+            gauges_at = self._hardware_shown_at
+            if gauges_at is None or (
                 outcome.next_state.hardware is not hardware
-                and (now - shown).total_seconds() >= HARDWARE_GAUGES_EVERY_S
+                and (now - gauges_at).total_seconds() >= HARDWARE_GAUGES_EVERY_S
             ):
                 # The memory changes at nearly every report; the gauges walk all of it
                 # under the cluster lock, so they follow it at a scrape's pace.

@@ -15,7 +15,6 @@ for a fault found within 5 minutes of the job's start or restart.
 from __future__ import annotations
 
 from pacekeeper.controller.core.policy import (
-    Confirm,
     Ladder,
     LadderStep,
     Mode,
@@ -27,6 +26,7 @@ from pacekeeper.controller.core.policy import (
     Thresholds,
     Warmup,
 )
+from pacekeeper.controller.core.policy_hardware import Confirm
 
 ACT_THRESHOLD = 0.98
 RECOVER_THRESHOLD = 0.99

@@ -146,3 +146,28 @@ def test_the_judgement_compares_like_with_like_and_needs_peers() -> None:
     ok, fig = probe_check.judge({0: ev(100), 1: ev(5, "cpu")}, [0], 0.9)
     assert ok is None and fig["ratios"] == {}
     assert probe_check.judge({1: ev(780)}, [0], 0.9)[0] is None  # the suspect never answered
+
+
+def _answer(rank: int, gemm: float) -> ProbeEvidence:
+    return ProbeEvidence(id="p1", device="cuda", gemm_tflops=gemm, memory_gbps=4000.0 * gemm / 790)
+
+
+def test_a_gpus_learned_speed_is_taken_out_of_its_probe() -> None:
+    """GPUs of one model differ on identical work the same way they differ in the job:
+    a GPU 12 % slower by nature is no fault, one 8 % slower than it always was is."""
+    peers = {r: _answer(r, 790.0 * (1.0 + 0.01 * (r % 3 - 1))) for r in range(8, 32)}
+    factors = {r: 1.0 for r in peers}
+    slow_by_nature = {**peers, 0: _answer(0, 790.0 * 0.88)}
+    confirmed, figures = probe_check.judge(
+        slow_by_nature, [0], 0.95, {**factors, 0: 0.88}, spread=0.15
+    )
+    assert confirmed is False and figures["calibrated"] == ["0"]
+    # Unknown to the memory, 0.88 lies inside the spread: not confirmed either.
+    assert probe_check.judge(slow_by_nature, [0], 0.95, factors, spread=0.15)[0] is False
+    # Against its own factor it is 8 % slower: confirmed.
+    changed = {**peers, 0: _answer(0, 790.0 * 0.92)}
+    assert probe_check.judge(changed, [0], 0.95, {**factors, 0: 1.0}, spread=0.15)[0] is True
+    # Without the memory, only beyond the spread.
+    assert probe_check.judge(changed, [0], 0.95, None, spread=0.15)[0] is False
+    broken = {**peers, 0: _answer(0, 790.0 * 0.8)}
+    assert probe_check.judge(broken, [0], 0.95, None, spread=0.15)[0] is True

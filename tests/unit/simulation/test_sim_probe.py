@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from pacekeeper.controller.core.decisions import Reason, Verdict
-from pacekeeper.controller.core.policy import NODE_ACTIONS, Confirm, Mode
+from pacekeeper.controller.core.policy import NODE_ACTIONS, Mode
+from pacekeeper.controller.core.policy_hardware import Confirm
 from pacekeeper.controller.simulation import probe_answers
 from pacekeeper.controller.simulation.presets import simulation_policy
 from pacekeeper.controller.simulation.runner import Outcome, simulate

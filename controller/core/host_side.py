@@ -44,6 +44,7 @@ def host_scores(
     *,
     act: float,
     k: float | None,
+    gpu_ratio: F64 | None = None,
 ) -> F64:
     """Per listed rank (report order), its host score where it is a host-side straggler
     (below ``act``, its GPU not slow, its node agreeing); NaN elsewhere."""
@@ -55,7 +56,8 @@ def host_scores(
     if not names:
         return out
     keys = [score_key("sectionRelative", name) for name in names]
-    speed = _gpu_speed(ranks, groups, summaries)
+    # The GPU's speed against its peers: ``peers`` has it already with the memory on.
+    speed = _gpu_speed(ranks, groups, summaries) if gpu_ratio is None else _usable(gpu_ratio)
     adjusted = raw / np.minimum(speed, 1.0)[:, None]
     # A bounded report's peer summaries are of the sections as reported, not as adjusted:
     # the listed ranks' own statistics serve (they are the slowest, so a low bar).
@@ -107,4 +109,10 @@ def _gpu_speed(
     ref, _ = groups.references(gpu[:, None], dict(summaries), ["gpuRelative"])
     with np.errstate(all="ignore"):
         speed = gpu / np.where(ref[:, 0] > 0, ref[:, 0], np.nan)
-    return np.where(np.isfinite(speed) & (speed > 0), speed, 1.0)
+    return _usable(speed)
+
+
+def _usable(speed: F64) -> F64:
+    """1.0 where the GPU's speed is not known."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(speed) & (speed > 0), speed, 1.0)

@@ -153,7 +153,8 @@ def judge(
         if gpu is not None and sel.kind is ScoreKind.GPU_INDIVIDUAL:
             values = gpu.checked(values, groups, summaries, act, k)
         if sel.host_side:
-            values, host = _with_host_side(ranks, values, groups, summaries, act, k)
+            ratios = None if gpu is None else gpu.ratio
+            values, host = _with_host_side(ranks, values, groups, summaries, act, k, ratios)
     else:
         values = np.fromiter((_nan(get(r)) for r in ranks), dtype=np.float64, count=len(ranks))
         reported = values.copy()
@@ -208,11 +209,15 @@ def _with_host_side(  # noqa: PLR0917 (the ranks, their peers, and how to judge 
     summaries: dict[str, PeerSummary],
     act: float,
     k: float | None,
+    gpu_ratio: F64 | None = None,
 ) -> tuple[F64, dict[int, float]]:
-    """``values`` (GPU scores) lowered to the host score of each host-side straggler."""
+    """``values`` (GPU scores) lowered to the host score of each host-side straggler;
+    ``gpu_ratio``: the GPU ratios when the memory of hardware computed them already."""
     with np.errstate(invalid="ignore"):
         gpu_slow = values < act
-    hs = host_side.host_scores(ranks, groups, summaries, gpu_slow, act=act, k=k)
+    hs = host_side.host_scores(
+        ranks, groups, summaries, gpu_slow, act=act, k=k, gpu_ratio=gpu_ratio
+    )
     with np.errstate(invalid="ignore"):
         lower = np.isfinite(hs) & ~(values <= hs)
     host = {ranks[i].rank: round(float(hs[i]), 4) for i in np.flatnonzero(lower).tolist()}

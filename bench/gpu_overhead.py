@@ -68,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--core", type=int, default=2)
     ap.add_argument("--report-repeats", type=int, default=12)
+    ap.add_argument(
+        "--report-rounds",
+        type=int,
+        default=1,
+        help="times the report modes run in turn (ratios to NVRx per round)",
+    )
     ap.add_argument("--workloads", default="launch_bound,gemm_bound")
     ap.add_argument("--modes", default="aa,bare_raw,ours_i1_vs_bare,ours_i1,ours_default,nvrx")
     ap.add_argument(

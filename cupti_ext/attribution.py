@@ -21,6 +21,7 @@ Nothing here touches CUPTI: the book is fed decoded arrays, so it is tested on t
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -51,10 +52,7 @@ def serial_of(packed: int) -> int:
     return packed >> _SERIAL_SHIFT
 
 
-def _entry_order(marker: tuple[int, int]) -> int:
-    """Serial, then entry before exit (``serial * 2 + is_stop``)."""
-    packed = marker[0]
-    return (serial_of(packed) << 1) | (packed & 1)
+_packed = operator.itemgetter(0)
 
 
 def decode_external_ids(ids: U64) -> tuple[I64, I64, Mask]:
@@ -79,11 +77,23 @@ class Assignment:
 
 class _Intervals:
     """One section's closed entries, kept ready for ``_inside``: starts sorted, stops as
-    a running maximum. Entries close in serial order, so starts nearly always arrive
-    sorted and an append is O(1); a window at interval 1 holds thousands of entries and
-    rebuilding arrays for every buffer made attribution cost grow through the window."""
+    a running maximum. A window at interval 1 holds thousands of entries, and rebuilding
+    arrays for every buffer made attribution cost grow through the window; so entries
+    are appended to Python lists (a few dozen per buffer, where a numpy store each cost
+    more than the rest of the marker's handling) and moved into the arrays in one step
+    when ``arrays`` is asked. Entries close in serial order, so starts nearly always
+    arrive sorted and the running maximum only extends."""
 
-    __slots__ = ("_cummax", "_n", "_sorted", "_starts", "_stops")
+    __slots__ = (
+        "_cummax",
+        "_last",
+        "_n",
+        "_new_starts",
+        "_new_stops",
+        "_sorted",
+        "_starts",
+        "_stops",
+    )
 
     def __init__(self) -> None:
         self._starts = np.empty(64, np.int64)
@@ -91,27 +101,43 @@ class _Intervals:
         self._cummax = np.empty(64, np.int64)
         self._n = 0
         self._sorted = True
+        self._last = -1  # the latest start appended
+        self._new_starts: list[int] = []
+        self._new_stops: list[int] = []
 
     def __len__(self) -> int:
-        return self._n
+        return self._n + len(self._new_starts)
 
     def append(self, start: int, stop: int) -> None:
-        n = self._n
-        if n == len(self._starts):
-            spare = np.empty(n, np.int64)
-            self._starts = np.concatenate([self._starts, spare])
-            self._stops = np.concatenate([self._stops, spare])
-            self._cummax = np.concatenate([self._cummax, spare])
-        self._starts[n] = start
-        self._stops[n] = stop
-        if self._sorted and n and start < self._starts[n - 1]:
+        if start < self._last:
             self._sorted = False
+        self._last = start
+        self._new_starts.append(start)
+        self._new_stops.append(stop)
+
+    def _move_new(self) -> None:
+        k = len(self._new_starts)
+        if not k:
+            return
+        n = self._n
+        if n + k > len(self._starts):
+            spare = np.empty(max(n, k), np.int64)
+            self._starts = np.concatenate([self._starts[:n], spare])
+            self._stops = np.concatenate([self._stops[:n], spare])
+            self._cummax = np.concatenate([self._cummax[:n], spare])
+        self._starts[n : n + k] = self._new_starts
+        stops = self._stops[n : n + k]
+        stops[:] = self._new_stops
+        self._new_starts.clear()
+        self._new_stops.clear()
         if self._sorted:
-            self._cummax[n] = stop if n == 0 else max(stop, int(self._cummax[n - 1]))
-        self._n = n + 1
+            run = np.maximum.accumulate(stops)
+            self._cummax[n : n + k] = run if n == 0 else np.maximum(run, self._cummax[n - 1])
+        self._n = n + k
 
     def arrays(self) -> tuple[I64, I64]:
         """(starts ascending, running maximum of stops in that order)."""
+        self._move_new()
         n = self._n
         if not self._sorted:
             order = np.argsort(self._starts[:n], kind="stable")
@@ -119,6 +145,7 @@ class _Intervals:
             self._stops[:n] = self._stops[:n][order]
             self._cummax[:n] = np.maximum.accumulate(self._stops[:n])
             self._sorted = True
+            self._last = int(self._starts[n - 1]) if n else -1
         return self._starts[:n], self._cummax[:n]
 
 
@@ -158,40 +185,44 @@ class MarkerBook:
         """``add`` for (packed external id, correlation id) pairs as Python ints: a
         buffer holds a few dozen markers, for which numpy's per-call cost is most of
         the work."""
-        markers.sort(key=_entry_order)
+        # Sorted by serial, then entry before exit: the packed id orders so (a serial's
+        # entry and exit markers name the same section); a C key, not a Python one.
+        markers.sort(key=_packed)
         known = self._known_through
         above = self._known_above
+        floor = self._entry_floor
+        abandoned, early_stops, opened_ = self._abandoned, self._early_stops, self._open
         for packed, c in markers:
-            s = serial_of(packed)
-            sec = (packed >> 1) & MAX_SECTION_ID
+            s = packed >> _SERIAL_SHIFT
             stop = packed & 1
             entry_corr = -1 if stop else c
             if s > known:
                 prev = above.get(s)
                 if prev is None or prev < entry_corr:
                     above[s] = entry_corr
-            elif entry_corr > self._entry_floor:
-                self._entry_floor = entry_corr
-            if s in self._abandoned:
+            elif entry_corr > floor:
+                floor = entry_corr
+            if abandoned and s in abandoned:
                 if not stop:  # its entry marker: the last of it we will see
-                    self._abandoned.discard(s)
+                    abandoned.discard(s)
                 continue
             if not stop:
-                early = self._early_stops.pop(s, None)
+                early = early_stops.pop(s, None) if early_stops else None
                 if early is not None:
-                    self._close(sec, c, early)
-                elif len(self._open) < self.max_open:
-                    self._open[s] = (sec, c)
+                    self._close((packed >> 1) & MAX_SECTION_ID, c, early)
+                elif len(opened_) < self.max_open:
+                    opened_[s] = ((packed >> 1) & MAX_SECTION_ID, c)
                 else:
                     self.lost_markers += 1
                 continue
-            opened = self._open.pop(s, None)
+            opened = opened_.pop(s, None)
             if opened is not None:
                 self._close(opened[0], opened[1], c)
-            elif len(self._early_stops) < self.max_open:
-                self._early_stops[s] = c
+            elif len(early_stops) < self.max_open:
+                early_stops[s] = c
             else:
                 self.lost_markers += 1
+        self._entry_floor = floor
         self._advance()
 
     def _advance(self) -> None:

@@ -63,10 +63,12 @@ def register_callbacks_function() -> Any | None:
     return proto(addr)
 
 
-BUFFER_BYTES = 4 << 20
-"""CUPTI buffer size. Handling a buffer has a fixed cost besides its records (tens of
-numpy calls): 4 MiB (~19,000 kernel records) made the cost per record 27-36% lower than
-1 MiB did. The price: at interval 1 a report's flush hands over more (docs/kernel-timing.md)."""
+BUFFER_BYTES = 1 << 20
+"""CUPTI buffer size. 1 MiB (~4,800 kernel records): a report's forced flush completes
+CUPTI's partly filled buffers, and its cost grows with their size, full or not (an idle
+fence 0.39 ms with 1 MiB against 0.65-0.70 with 4 MiB on the H200; a report at interval
+1 on the launch-bound step 4.7 ms against 21, NVRx's 11.9, in one run), while the
+callback per step stayed within the runs' noise (docs/kernel-timing.md)."""
 SPARE_BYTES = 16 << 20
 """At most this much of handed-back buffers is kept for reuse."""
 

@@ -8,6 +8,7 @@ ring's median is the window's typical time to within noise.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,9 @@ _ZERO = np.zeros(1, np.int64)
 _DENSE_MAX = 1 << 20
 """Largest group id (after ``base``) the compiled fold maps through a dense array."""
 _UNKNOWN = -2
+FEW_GROUPS = 16
+"""Groups up to which ``snapshot`` reads them one by one (numpy's fixed cost per call
+outweighs its speed per element below this)."""
 _KEEP_ROWS_MAX = 1 << 13
 """Without a ``max_groups``, rows are kept across windows up to half this many."""
 
@@ -204,6 +208,8 @@ class RingStats:
         """Statistics of every group seen since the last reset."""
         if not self._rows:
             return {}
+        if len(self._rows) <= FEW_GROUPS:
+            return self._snapshot_few()
         all_rows = np.fromiter(self._rows.values(), np.int64, len(self._rows))
         seen = self._count[all_rows] > 0  # rows are kept for groups of past windows
         groups = np.fromiter(self._rows, np.int64, len(self._rows))[seen].tolist()
@@ -234,6 +240,33 @@ class RingStats:
                 strict=True,
             )
         }
+
+    def _snapshot_few(self) -> dict[int, KernelStat]:
+        """``snapshot`` row by row in plain Python, for the few groups of a small window
+        (a GEMM step's four kernels): the same arithmetic, without numpy's cost per
+        call (``tests/unit/cupti_ext/test_kernel_stats.py`` compares the two)."""
+        out = {}
+        ring = self.ring
+        counts = self._count.tolist()
+        for g, row in self._rows.items():
+            count = counts[row]
+            if count <= 0:
+                continue
+            kept = count if count < ring else ring
+            ordered = sorted(self._samples[row, :kept].tolist())
+            total = float(self._sum[row])
+            mean = total / count
+            var = float(self._sumsq[row]) / count - mean * mean
+            out[g] = KernelStat(
+                num=count,
+                median_ns=(ordered[(kept - 1) // 2] + ordered[kept // 2]) / 2,
+                mean_ns=mean,
+                min_ns=float(self._min[row]),
+                max_ns=float(self._max[row]),
+                std_ns=math.sqrt(var) if var > 0 else 0.0,
+                total_ns=total,
+            )
+        return out
 
     def reset(self) -> None:
         """Start a new window.

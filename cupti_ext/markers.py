@@ -31,14 +31,16 @@ MARKER_BYTES = MARKER_WORDS * 4
 
 class MarkerRing:
     """Marker sequence number (the memset value) -> external id, for the last ``size``
-    markers. A record older than that (or a value not ours) is reported as not found."""
+    markers. A record older than that (or a value not ours) is reported as not found.
+    Python lists: ``put`` runs on the training thread at every marker, and a list store
+    costs a fifth of a numpy one."""
 
     def __init__(self, size: int = 1 << 16) -> None:
         if size < 1 or size & (size - 1):
             raise ValueError(f"size={size} must be a power of two")
         self._mask = size - 1
-        self._ids = np.zeros(size, np.uint64)
-        self._seqs = np.full(size, -1, np.int64)  # -1: never written
+        self._ids = [0] * size
+        self._seqs = [-1] * size  # -1: never written
         self._next = 0
 
     def put(self, external_id: int) -> int:
@@ -46,16 +48,35 @@ class MarkerRing:
         seq = self._next
         self._next = (seq + 1) & 0xFFFFFFFF
         slot = seq & self._mask
+        # The id before the sequence number: a reader that sees the new number (on
+        # CUPTI's thread) sees the new id too.
         self._ids[slot] = external_id
         self._seqs[slot] = seq
         return seq
 
+    def get(self, value: int) -> int | None:
+        """The external id a marker's value stands for; None if it left the ring."""
+        slot = value & self._mask
+        return self._ids[slot] if self._seqs[slot] == value else None
+
+    def resolve(
+        self, correlations: list[int], values: list[int]
+    ) -> tuple[list[tuple[int, int]], int]:
+        """(external id, correlation id) of each marker record whose value is still in
+        the ring, and how many were not."""
+        ids, seqs, mask = self._ids, self._seqs, self._mask
+        out = []
+        for c, v in zip(correlations, values, strict=True):
+            slot = v & mask
+            if seqs[slot] == v:
+                out.append((ids[slot], c))
+        return out, len(values) - len(out)
+
     def lookup(self, values: U32) -> tuple[U64, Mask]:
         """External ids of ``values`` and which of them were found."""
-        v = values.astype(np.int64)
-        slot = v & self._mask
-        found = self._seqs[slot] == v
-        return self._ids[slot][found], found
+        got = [self.get(v) for v in values.tolist()]
+        found = np.array([g is not None for g in got], np.bool_)
+        return np.array([g for g in got if g is not None], np.uint64), found
 
 
 @dataclass(slots=True)
@@ -69,9 +90,15 @@ class MemsetMarkers:
     lost: int = 0
     """Our marker records whose value had left the ring (their entries go unattributed)."""
 
-    def select(self, correlation_id: U32, value: U32, nbytes: U64, stream: U32) -> tuple[U64, U32]:
-        """(external id, marker correlation id) of the records that are our markers."""
+    def select(
+        self, correlation_id: U32, value: U32, nbytes: U64, stream: U32
+    ) -> list[tuple[int, int]]:
+        """(external id, marker correlation id) of the records that are our markers, as
+        Python ints (what the marker book reads; a buffer holds a few dozen markers,
+        for which numpy's cost per call was most of the work)."""
         ours = (stream == self.stream_id) & (nbytes == self.nbytes)
-        ids, found = self.ring.lookup(value[ours])
-        self.lost += int(np.count_nonzero(~found))
-        return ids, correlation_id[ours][found]
+        if not ours.all():
+            correlation_id, value = correlation_id[ours], value[ours]
+        pairs, lost = self.ring.resolve(correlation_id.tolist(), value.tolist())
+        self.lost += lost
+        return pairs

@@ -79,10 +79,9 @@ class KernelWindowBuilder:
                 strict=True,
             )
         if self.memset_markers is not None and len(dec.memset_correlation_id):
-            m_ids, m_corr = self.memset_markers.select(
+            markers += self.memset_markers.select(
                 dec.memset_correlation_id, dec.memset_value, dec.memset_bytes, dec.memset_stream
             )
-            markers += zip(m_ids.tolist(), m_corr.tolist(), strict=True)
         if markers:
             entries = [m for m in markers if serial_of(m[0])]  # serial 0: a fence
             self.fences_seen += len(markers) - len(entries)

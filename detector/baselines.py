@@ -20,10 +20,16 @@ are known:
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 
 import numpy as np
+
+FEW_KEYS = 24
+"""Keys of one update at or below which plain Python beats numpy's cost per call (the
+two cost the same at about 28 keys on the development machine)."""
 
 
 class RecentBest:
@@ -74,12 +80,16 @@ class RecentBest:
             return np.concatenate(
                 [self.update_many([k], typical[i : i + 1]) for i, k in enumerate(keys)]
             )
+        if len(keys) <= min(FEW_KEYS, self.max_keys):
+            return np.array(self._update_few(keys, typical), np.float64)
         out = np.empty(len(keys))
         # Chunks of at most max_keys: a key evicted to make room is then never one of
         # the chunk's own keys (those were all just moved to the recent end).
         for lo in range(0, len(keys), self.max_keys):
             hi = lo + self.max_keys
-            out[lo:hi] = self._update_unique(keys[lo:hi], typical[lo:hi])
+            chunk = keys[lo:hi]
+            update = self._update_few if len(chunk) <= FEW_KEYS else self._update_unique
+            out[lo:hi] = update(chunk, typical[lo:hi])
         return out
 
     def _row(self, key: Hashable) -> int:
@@ -129,6 +139,36 @@ class RecentBest:
         self._next[r] += 1
         return _baselines(*_known_sorted(self._hist[rows]))
 
+    def _update_few(self, keys: list[Hashable], typical: np.ndarray) -> list[float]:
+        """``_update_unique`` key by key in plain Python: the same rule and results
+        (``tests/unit/detector/test_baselines.py`` compares the two)."""
+        rows = [self._row(k) for k in keys]
+        hist, nxt, slow_run = self._hist, self._next, self._slow
+        out = []
+        for row, t in zip(rows, typical.tolist(), strict=True):
+            times = hist[row].tolist()
+            recorded = sorted(filter(math.isfinite, times))  # NaN: not recorded
+            valid = 0 < t < math.inf
+            if valid and len(recorded) >= 3 and t > _median(recorded) * (1.0 + self.slow_tolerance):
+                streak = int(slow_run[row]) + 1
+                if streak < self.adapt_after:  # held out: evidence of a slow rank
+                    slow_run[row] = streak
+                    out.append(_baseline(recorded))
+                    continue
+                hist[row] = np.nan  # slow for long enough: learn the new level afresh
+                times, recorded = [math.nan] * self.windows, []
+            if valid:
+                slow_run[row] = 0
+                slot = int(nxt[row]) % self.windows
+                hist[row, slot] = t
+                nxt[row] += 1
+                replaced = times[slot]
+                if math.isfinite(replaced):
+                    recorded.remove(replaced)
+                bisect.insort(recorded, t)
+            out.append(_baseline(recorded))
+        return out
+
     def baseline(self, key: Hashable) -> float:
         row = self._rows.get(key)
         if row is None:
@@ -137,6 +177,21 @@ class RecentBest:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+
+def _median(recorded: list[float]) -> float:
+    """``_sorted_median`` of one row's recorded times, sorted, at least one."""
+    n = len(recorded)
+    mid = n // 2
+    return recorded[mid] if n % 2 else (recorded[mid - 1] + recorded[mid]) / 2
+
+
+def _baseline(recorded: list[float]) -> float:
+    """``_baselines`` of one row's recorded times, sorted."""
+    n = len(recorded)
+    if n == 0:
+        return math.nan
+    return recorded[0 if n < 3 else max(1, n // 4)]
 
 
 def _known_sorted(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -12,10 +12,11 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
-from . import scoring
+from . import few_scores, scoring
 from .reports import RankInfo
 
 U64 = scoring.U64
@@ -150,6 +151,13 @@ def _per_rank(ranks: np.ndarray, values: np.ndarray, only_rank: int | None) -> d
     return dict(zip(ranks[ok].tolist(), values[ok].tolist(), strict=True))
 
 
+def _rank_to_node(payloads: Sequence[RankPayload], only_rank: int | None) -> dict[int, str]:
+    rank_to_node = {p.info.rank: p.info.node for p in payloads}
+    if only_rank is None:
+        return rank_to_node
+    return {only_rank: rank_to_node[only_rank]} if only_rank in rank_to_node else {}
+
+
 def score_payloads(
     payloads: Sequence[RankPayload],
     names: Mapping[int, str],
@@ -157,16 +165,30 @@ def score_payloads(
     relative: bool,
     individual: bool,
     only_rank: int | None = None,
+    path: Literal["auto", "few", "vectorised"] = "auto",
 ) -> Scores:
     """Scores of all ranks (or only ``only_rank``'s) from the gathered payloads.
 
     NaN rule (see ``scoring``): missing data drops out of references; a score that cannot
-    be computed is left out of the mappings.
+    be computed is left out of the mappings. A window of few entries is scored in plain
+    Python (``few_scores``: the same results without numpy's cost per call); ``path``
+    forces one of the two (the tests compare them).
     """
+    few = few_scores.is_few(payloads) if path == "auto" else path == "few"
+    score = few_scores.score_maps if few else _vectorised_maps
+    maps = score(payloads, names, relative, individual, only_rank)
+    return Scores(*maps, _rank_to_node(payloads, only_rank))
+
+
+def _vectorised_maps(
+    payloads: Sequence[RankPayload],
+    names: Mapping[int, str],
+    relative: bool,
+    individual: bool,
+    only_rank: int | None,
+) -> few_scores.ScoreMaps:
+    """``score_payloads``'s mappings over numpy arrays, whatever the window's size."""
     ranks = np.fromiter((p.info.rank for p in payloads), dtype=np.int64, count=len(payloads))
-    rank_to_node = {p.info.rank: p.info.node for p in payloads}
-    if only_rank is not None:
-        rank_to_node = {only_rank: rank_to_node[only_rank]} if only_rank in rank_to_node else {}
     gpu_rel: dict[int, float] = {}
     sec_rel: dict[str, dict[int, float]] = {}
     gpu_ind: dict[int, float] = {}
@@ -192,4 +214,4 @@ def score_payloads(
         if sidx.rows.size:
             sind = np.concatenate([p.section_individual for p in payloads])
             sec_ind = _per_key(ranks, sidx.rows, sidx.cols, sind, sidx.keys, names, only_rank)
-    return Scores(gpu_rel, sec_rel, gpu_ind, sec_ind, rank_to_node)
+    return gpu_rel, sec_rel, gpu_ind, sec_ind

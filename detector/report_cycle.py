@@ -26,10 +26,14 @@ from .score_report import JobIdentity, KernelTiming, ScoreReport
 from .work_mix import with_mix_groups
 
 if TYPE_CHECKING:
+    from pacekeeper.cupti_ext import BackendChoice
+
     from .guard import Guard
     from .run_state import RunState
 
 ReportListener = Callable[[ScoreReport], None]
+
+_FEW_PAYLOADS = 64
 
 _MAX_SEEN_SECTIONS = 4096
 """Bound on the section names a gathered NVRx-shaped report lists (NaN where unscored)."""
@@ -64,9 +68,8 @@ def generate(
     ):
         return None
     sequence, window_s = run.next_window()
-    payload, sec_summ, ker_summ = guard.call(
-        "report.local", functools.partial(builder.collect, sequence), builder.empty()
-    )
+    local = guard.call("report.local", functools.partial(builder.collect, sequence), None)
+    payload, sec_summ, ker_summ = builder.empty() if local is None else local
 
     relative = "relative_perf_scores" in scores_to_compute
     individual = "individual_perf_scores" in scores_to_compute
@@ -144,7 +147,8 @@ def generate(
         window_s=window_s,
         generated_at=datetime.now(UTC),
         world_size=run.info.world_size,
-        kernel_timing=_kernel_timing(run),
+        choice=run.choice,
+        counts=dict(run.payloads.kernel_counts),
     )
     made: list[ScoreReport | None] = []
 
@@ -174,8 +178,11 @@ def _learn_sections(
 ) -> None:
     if not payloads:
         return
-    ids = np.unique(np.concatenate([p.section_ids for p in payloads]))
-    for sid in ids.tolist():
+    if len(payloads) <= _FEW_PAYLOADS:  # a set of a few ints beats numpy's per-call cost
+        ids: Iterable[int] = sorted({s for p in payloads for s in p.section_ids.tolist()})
+    else:
+        ids = np.unique(np.concatenate([p.section_ids for p in payloads])).tolist()
+    for sid in ids:
         name = names.get(sid)
         if name is not None and name not in seen and len(seen) < _MAX_SEEN_SECTIONS:
             seen[name] = None
@@ -190,7 +197,8 @@ def _score_report(
     window_s: float,
     generated_at: datetime,
     world_size: int,
-    kernel_timing: KernelTiming,
+    choice: BackendChoice,
+    counts: dict[str, int],
 ) -> ScoreReport:
     return to_score_report(
         report,
@@ -200,14 +208,14 @@ def _score_report(
         window_s=window_s,
         rank_info=with_mix_groups({p.info.rank: p.info for p in payloads}, payloads),
         world_size=world_size,
-        kernel_timing=kernel_timing,
+        kernel_timing=_kernel_timing(choice, counts),
     )
 
 
-def _kernel_timing(run: RunState) -> KernelTiming:
+def _kernel_timing(choice: BackendChoice, counts: dict[str, int]) -> KernelTiming:
     """The backend, and what became of this rank's kernel records in the window;
-    ``droppedRecords`` stays the sum over the gathered ranks (``to_score_report``)."""
-    choice, counts = run.choice, run.payloads.kernel_counts
+    ``droppedRecords`` stays the sum over the gathered ranks (``to_score_report``).
+    Made with the ScoreReport, not at every report (a validated model costs ~20 µs)."""
     return KernelTiming(
         backend=choice.name,
         reason=choice.reason,

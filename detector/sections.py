@@ -26,7 +26,7 @@ import numpy as np
 
 from .collectives import DDP_READY_NS, WAIT_NS
 from .collectives import waited as add_wait
-from .timings import RingBuffer, summarize_ns
+from .timings import RingBuffer, summarize_list
 
 if TYPE_CHECKING:
     from pacekeeper.cupti_ext import KernelTimingBackend
@@ -301,16 +301,16 @@ class SectionTable:
         out = []
         for name, section in list(self.sections.items()):
             dropped = section.times.dropped
-            samples = section.times.drain()
+            samples = section.times.drain_list()
             wait, section.wait_ns = section.wait_ns, 0
-            if samples.size == 0:
+            if not samples:
                 continue
-            mn, mx, med, mean, std, num = summarize_ns(samples)
+            mn, mx, med, mean, std, num = summarize_list(samples)
             work = med
             if wait:
                 # Same places as the samples (both rings are written at one index).
-                waits = np.array(section.waits[: samples.size], dtype=np.int64)
-                work = max(0.0, float(np.median(samples - waits)))
+                waits = np.array(section.waits[: len(samples)], dtype=np.int64)
+                work = max(0.0, float(np.median(np.array(samples, np.int64) - waits)))
             out.append(
                 SectionSummary(name, mn, mx, med, mean, std, num, dropped, float(wait), work)
             )

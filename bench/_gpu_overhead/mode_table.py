@@ -35,4 +35,7 @@ MODES: dict[str, Callable[[], Mode]] = {
     "ours_i1_1mib": lambda: Ours("ours_i1_1mib", 1, buffer_kib=1024),
     "ours_i1_2mib": lambda: Ours("ours_i1_2mib", 1, buffer_kib=2048),
     "ours_default_1mib": lambda: Ours("ours_default_1mib", None, buffer_kib=1024),
+    # The larger buffers of 2026-11-30 to 2026-12-02 (the default is 1 MiB since).
+    "ours_i1_4mib": lambda: Ours("ours_i1_4mib", 1, buffer_kib=4096),
+    "ours_default_4mib": lambda: Ours("ours_default_4mib", None, buffer_kib=4096),
 }

@@ -105,20 +105,45 @@ def profile_reports(det: Any, step: Step, repeats: int, top: int = 20) -> list[d
 
 
 def bench_reports(
-    step: Step, repeats: int, names: list[str], modes: dict[str, Callable[[], Mode]]
+    step: Step,
+    repeats: int,
+    names: list[str],
+    modes: dict[str, Callable[[], Mode]],
+    rounds: int = 1,
 ) -> dict[str, Any]:
+    """Each mode's reports, the modes in turn; ``rounds`` times over, so a host whose
+    speed drifts (NVRx's report read 0.80 ms in one run and 1.41 in the next) is
+    compared within each round: ``ratio_to_nvrx`` is ours over NVRx's warm median of the
+    same round, per round. Phases and the cProfile come from the first round."""
     out: dict[str, Any] = {}
-    for name in names:
-        mode = modes[name]()
-        try:
-            mode.setup()
-            out[name] = report_times(mode.det, step, {"profile_cuda": True}, repeats)  # type: ignore[attr-defined]
-            if name.startswith("ours"):
-                out[name]["phases"] = report_phases(mode.det, step, repeats)  # type: ignore[attr-defined]
-                out[name]["profile"] = profile_reports(mode.det, step, repeats)  # type: ignore[attr-defined]
-        except Exception:
-            out[name] = {"error": traceback.format_exc(limit=3)}
-        finally:
-            with contextlib.suppress(Exception):
-                mode.teardown()
+    per_round: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names:
+            mode = modes[name]()
+            try:
+                mode.setup()
+                times = report_times(mode.det, step, {"profile_cuda": True}, repeats)  # type: ignore[attr-defined]
+                per_round[name].append(times["warm_ms_median"])
+                if r == 0:
+                    out[name] = times
+                    if name.startswith("ours"):
+                        out[name]["phases"] = report_phases(mode.det, step, repeats)  # type: ignore[attr-defined]
+                        out[name]["profile"] = profile_reports(mode.det, step, repeats)  # type: ignore[attr-defined]
+            except Exception:
+                out.setdefault(name, {})["error"] = traceback.format_exc(limit=3)
+            finally:
+                with contextlib.suppress(Exception):
+                    mode.teardown()
+    nvrx = per_round.get("nvrx", [])
+    for name, medians in per_round.items():
+        if name not in out:
+            continue
+        out[name]["rounds_warm_ms_median"] = medians
+        if name != "nvrx" and len(nvrx) == len(medians) and medians:
+            ratios = [a / b for a, b in zip(medians, nvrx, strict=True)]
+            out[name]["ratio_to_nvrx"] = {
+                "per_round": ratios,
+                "median": statistics.median(ratios),
+                "max": max(ratios),
+            }
     return out

@@ -61,6 +61,13 @@ def _print_reports(key: str, reports: dict[str, Any]) -> None:
                 f"  parts {r.get('last_collect_after_steps')}"
                 f"  last counts {(r.get('kernel_counts') or [None])[-1]}"
             )
+            ratio = r.get("ratio_to_nvrx")
+            if ratio:
+                rounds = ", ".join(f"{x:.2f}" for x in ratio["per_round"])
+                print(
+                    f"  {'':13} over NVRx's, same round: median {ratio['median']:.2f}"
+                    f"  max {ratio['max']:.2f}  ({rounds})"
+                )
             phases = (r.get("phases") or {}).get("median_ms")
             if phases:
                 print(f"  {'':13} phases: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))

@@ -108,7 +108,9 @@ def run(args: argparse.Namespace) -> None:
         for wname in [w for w in args.report_workloads.split(",") if w]:
             # launch_bound's keeps its old key: earlier runs' files read the same.
             key = "generate_report" if wname == "launch_bound" else f"generate_report_{wname}"
-            result[key] = bench_reports(steps[wname], args.report_repeats, report_modes, MODES)
+            result[key] = bench_reports(
+                steps[wname], args.report_repeats, report_modes, MODES, args.report_rounds
+            )
             print(key, json.dumps(_brief_reports(result[key])), flush=True)
     if not args.skip_decode:
         result["record_processing_cpu"] = record_processing_cost()

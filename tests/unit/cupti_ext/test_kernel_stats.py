@@ -6,18 +6,18 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pacekeeper.cupti_ext import kernel_stats
 from pacekeeper.cupti_ext.kernel_stats import RingStats
 
 
+def _batches(groups: int, size: int) -> st.SearchStrategy[list[list[tuple[int, float]]]]:
+    """Up to four batches of (group, duration) samples."""
+    batch = st.lists(st.tuples(st.integers(0, groups - 1), st.floats(1, 1e6)), max_size=size)
+    return st.lists(batch, min_size=1, max_size=4)
+
+
 @settings(max_examples=60, deadline=None)
-@given(
-    st.lists(
-        st.lists(st.tuples(st.integers(0, 5), st.floats(1, 1e6)), max_size=40),
-        min_size=1,
-        max_size=4,
-    ),
-    st.integers(1, 8),
-)
+@given(_batches(6, 40), st.integers(1, 8))
 def test_bulk_updates_match_a_plain_loop(batches, ring):
     stats = RingStats(ring)
     seen: dict[int, list[float]] = {}
@@ -73,3 +73,20 @@ def test_a_window_can_take_half_the_group_limit_whatever_came_before():
         assert set(stats.snapshot()) == set(window)
         assert stats.refused == 0, window
         stats.reset()
+
+
+@settings(max_examples=80, deadline=None)
+@given(_batches(31, 60), st.integers(1, 8))
+def test_few_groups_read_one_by_one_as_the_vectorised_snapshot(batches, ring) -> None:  # type: ignore[no-untyped-def]
+    # Windows of up to 31 groups, on both sides of FEW_GROUPS, and past windows' rows.
+    stats = RingStats(ring)
+    for batch in batches:
+        stats.reset()
+        stats.add(np.array([b[0] for b in batch], np.int64), np.array([b[1] for b in batch]))
+        few, saved = stats._snapshot_few(), kernel_stats.FEW_GROUPS
+        kernel_stats.FEW_GROUPS = 0
+        try:
+            vectorised = stats.snapshot()
+        finally:
+            kernel_stats.FEW_GROUPS = saved
+        assert few == vectorised

@@ -80,4 +80,4 @@ def test_n_is_the_smallest_that_keeps_tracing_under_budget(kernels, interval, bu
     if n < MAX_SAMPLE_EVERY:
         assert cost_share(n, kernels, interval) <= budget * (1 + 1e-9)
     if n > 1:
-        assert cost_share(n - 1, kernels, interval) > budget
+        assert cost_share(n - 1, kernels, interval) > budget * (1 - 1e-9)  # rounding, as above

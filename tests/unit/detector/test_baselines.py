@@ -4,9 +4,11 @@ import math
 from collections import OrderedDict
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pacekeeper.detector import baselines
 from pacekeeper.detector.baselines import RecentBest
 
 
@@ -115,6 +117,7 @@ _batches = st.lists(
 )
 
 
+@pytest.mark.parametrize("few_keys", [0, 1000], ids=["vectorised", "plain"])
 @settings(max_examples=150, deadline=None)
 @given(
     batches=_batches,
@@ -123,8 +126,17 @@ _batches = st.lists(
     adapt_after=st.integers(1, 6),
 )
 def test_vectorized_updates_match_updating_one_key_at_a_time(
-    batches, windows, max_keys, adapt_after
+    few_keys, batches, windows, max_keys, adapt_after
 ) -> None:
+    # Both paths (numpy for many keys, plain Python for few) against the reference.
+    saved, baselines.FEW_KEYS = baselines.FEW_KEYS, few_keys
+    try:
+        _check_against_reference(batches, windows, max_keys, adapt_after)
+    finally:
+        baselines.FEW_KEYS = saved
+
+
+def _check_against_reference(batches, windows, max_keys, adapt_after) -> None:  # type: ignore[no-untyped-def]
     fast = RecentBest(windows=windows, max_keys=max_keys, adapt_after=adapt_after)
     ref = _OneKeyAtATime(windows, max_keys, adapt_after)
     for batch in batches:

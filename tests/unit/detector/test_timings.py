@@ -5,17 +5,23 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pacekeeper.detector.timings import RingBuffer, summarize_ns
+from pacekeeper.detector.timings import RingBuffer, summarize_list, summarize_ns
 
 
+@pytest.mark.parametrize("summarize", ["numpy", "list"])
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.integers(1, 10**12), max_size=50))
-def test_summary_matches_numpy(samples):
+def test_summary_matches_numpy(summarize, samples):
+    # Both summaries: of an array (large windows) and of a list in plain Python.
     x = np.array(samples, np.int64)
-    lo, hi, median, mean, std, n = summarize_ns(x)
+    if summarize == "numpy":
+        lo, hi, median, mean, std, n = summarize_ns(x)
+    else:
+        lo, hi, median, mean, std, n = summarize_list(list(samples))
     assert n == len(samples)
     if not samples:
         assert all(math.isnan(v) for v in (lo, hi, median, mean, std))

@@ -5,7 +5,7 @@ and hundreds of kernels. A report of one rank, or of a few ranks that each ran a
 of sections and kernels (a GEMM-bound step launches four), makes dozens of numpy calls
 on arrays of a few elements, and numpy's fixed cost per call (1-3 µs here, more on a
 busy GPU host) was most of the report: 0.17 ms of scoring for one rank with one
-section and four kernels, where these loops take a tenth of that. Same rules, same
+section and four kernels, where these loops take a sixth of that. Same rules, same
 results (``tests/unit/detector/test_few_scores.py`` compares the two on arbitrary input
 with NaNs); ``score_payloads`` picks this path below ``FEW_ENTRIES`` entries.
 """
@@ -48,7 +48,7 @@ FEW_ENTRIES = 96
 """Sections plus kernels over all gathered payloads below which plain loops win (on the
 development machine the two cost the same at about 150 entries)."""
 
-FEW_KEYS = 32
+FEW_RANK_KEYS = 32
 """Keys of one rank's window up to which its individual scores are plain loops."""
 
 PerKey = dict[str, dict[int, float]]

@@ -216,13 +216,13 @@ class PayloadBuilder:
 
 def _individual_scores(typical: np.ndarray, baseline: np.ndarray) -> np.ndarray:
     # A few keys (the usual window) in plain Python: numpy's cost per call was most of it.
-    if len(typical) <= few_scores.FEW_KEYS:
+    if len(typical) <= few_scores.FEW_RANK_KEYS:
         return np.array(few_scores.individual_scores(typical.tolist(), baseline.tolist()))
     return scoring.individual_scores(typical, baseline)
 
 
 def _gpu_individual_score(typical: np.ndarray, baseline: np.ndarray, total: np.ndarray) -> float:
-    if len(typical) <= few_scores.FEW_KEYS:
+    if len(typical) <= few_scores.FEW_RANK_KEYS:
         scores = few_scores.individual_scores(typical.tolist(), baseline.tolist())
         return few_scores.weighted_mean(scores, total.tolist())
     return scoring.gpu_individual_score(typical, baseline, total)

@@ -109,7 +109,7 @@ class HardwareStore:
     def load(self) -> HardwareMemory:
         if self.reuse_reads and self._copy is not None:
             return self._copy
-        docs = []
+        nodes: dict[NodeName, NodeMemory] = {}
         now = self._monotonic()
         for i in range(SHARDS):
             cm = self._get(shard_name(i))
@@ -129,8 +129,8 @@ class HardwareStore:
                 raise StateError(f"ConfigMap {shard_name(i)}: {e}") from e
             # The canonical form, so that an unchanged shard compares equal.
             self._stored[i] = to_shards(part, (i,))[i]
-            docs.append(doc)
-        loaded = from_shards(docs)
+            nodes.update(part.nodes)  # each shard validated once, here
+        loaded = HardwareMemory(nodes=nodes)
         self._base = dict(loaded.nodes)
         self._loaded = True
         if self.reuse_reads:

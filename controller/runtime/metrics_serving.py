@@ -32,7 +32,7 @@ from pacekeeper.controller.runtime.metrics_auth import (
     Reviewer,
     Verdict,
 )
-from pacekeeper.controller.runtime.wsgi_server import Serving, WsgiApp, serve
+from pacekeeper.controller.runtime.wsgi_server import TEXT, Serving, WsgiApp, respond, serve
 
 logger = logging.getLogger(__name__)
 
@@ -77,13 +77,6 @@ _STATUS = {
 }
 
 
-def _answer(start_response: Callable[..., Any], status: str, text: str, *extra: Any) -> list[bytes]:
-    body = (text + "\n").encode()
-    headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
-    start_response(status, [*headers, *extra])
-    return [body]
-
-
 def _refused(start_response: Callable[..., Any], decision: Decision) -> list[bytes]:
     if decision.verdict is Verdict.UNAVAILABLE:
         logger.warning("metrics scrape not reviewed", extra={"reason": decision.reason})
@@ -95,7 +88,7 @@ def _refused(start_response: Callable[..., Any], decision: Decision) -> list[byt
         )  # fmt: skip
     challenge = [("WWW-Authenticate", 'Bearer realm="pacekeeper"')]
     extra = challenge if decision.verdict is Verdict.UNAUTHENTICATED else []
-    return _answer(start_response, _STATUS[decision.verdict], decision.verdict.value, *extra)
+    return respond(start_response, _STATUS[decision.verdict], decision.verdict.value, TEXT, *extra)
 
 
 def metrics_app(
@@ -111,11 +104,13 @@ def metrics_app(
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
         if path == HEALTH_PATH:
-            return _answer(start_response, "200 OK", "ok")
+            return respond(start_response, "200 OK", "ok")
         if path != METRICS_PATH:
-            return _answer(start_response, "404 Not Found", "not found")
+            return respond(start_response, "404 Not Found", "not found")
         if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
-            return _answer(start_response, "405 Method Not Allowed", "GET only", ("Allow", "GET"))
+            return respond(
+                start_response, "405 Method Not Allowed", "GET only", TEXT, ("Allow", "GET")
+            )
         if authorizer is not None:
             decision = authorizer.check(environ.get("HTTP_AUTHORIZATION"), path, "get", clock())
             if decision.verdict is not Verdict.ALLOWED:

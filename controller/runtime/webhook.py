@@ -21,7 +21,7 @@ from typing import Any
 
 from pacekeeper.controller.runtime.injection import AdmissionError, review_response
 from pacekeeper.controller.runtime.tls import ServingCertificate
-from pacekeeper.controller.runtime.wsgi_server import Serving, WsgiApp, serve
+from pacekeeper.controller.runtime.wsgi_server import Serving, WsgiApp, respond, serve
 
 logger = logging.getLogger(__name__)
 
@@ -29,17 +29,6 @@ MUTATE_PATH = "/mutate-pods"
 HEALTH_PATH = "/healthz"
 MAX_REVIEW_BYTES = 4 * 1024 * 1024
 """An AdmissionReview carries one Pod, which etcd caps at 1.5 MiB; room to spare."""
-
-
-def _answer(
-    start_response: Callable[..., Any], status: str, body: bytes, content_type: str
-) -> list[bytes]:
-    start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
-    return [body]
-
-
-def _text(start_response: Callable[..., Any], status: str, text: str) -> list[bytes]:
-    return _answer(start_response, status, (text + "\n").encode(), "text/plain; charset=utf-8")
 
 
 def _pod_name(review: dict[str, Any]) -> str:
@@ -52,19 +41,19 @@ def webhook_app() -> WsgiApp:
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
         if path == HEALTH_PATH:
-            return _text(start_response, "200 OK", "ok")
+            return respond(start_response, "200 OK", "ok")
         if path != MUTATE_PATH:
-            return _text(start_response, "404 Not Found", "not found")
+            return respond(start_response, "404 Not Found", "not found")
         if environ.get("REQUEST_METHOD") != "POST":
-            return _text(start_response, "405 Method Not Allowed", "POST an AdmissionReview")
+            return respond(start_response, "405 Method Not Allowed", "POST an AdmissionReview")
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = -1
         if length <= 0:
-            return _text(start_response, "400 Bad Request", "Content-Length is missing")
+            return respond(start_response, "400 Bad Request", "Content-Length is missing")
         if length > MAX_REVIEW_BYTES:
-            return _text(start_response, "413 Content Too Large", "AdmissionReview too large")
+            return respond(start_response, "413 Content Too Large", "AdmissionReview too large")
         try:
             review = json.loads(environ["wsgi.input"].read(length))
             if not isinstance(review, dict):
@@ -72,7 +61,7 @@ def webhook_app() -> WsgiApp:
             answer, injection = review_response(review)
         except (ValueError, AdmissionError) as e:
             logger.warning("admission review refused", extra={"error": str(e)})
-            return _text(start_response, "400 Bad Request", f"not an AdmissionReview: {e}")
+            return respond(start_response, "400 Bad Request", f"not an AdmissionReview: {e}")
         if injection.added:
             logger.info(
                 "env injected",
@@ -82,7 +71,7 @@ def webhook_app() -> WsgiApp:
             )  # fmt: skip
         for warning in injection.warnings:
             logger.info("injection warning", extra={"pod": _pod_name(review), "warning": warning})
-        return _answer(start_response, "200 OK", json.dumps(answer).encode(), "application/json")
+        return respond(start_response, "200 OK", json.dumps(answer).encode(), "application/json")
 
     return app
 

@@ -29,6 +29,24 @@ REQUEST_TIMEOUT_S = 10.0
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
+TEXT = "text/plain; charset=utf-8"
+
+
+def respond(
+    start_response: Callable[..., Any],
+    status: str,
+    body: bytes | str,
+    content_type: str = TEXT,
+    *headers: tuple[str, str],
+) -> list[bytes]:
+    """A whole response: ``body`` (text gets a newline), its type and length, and any
+    further ``headers``."""
+    data = (body + "\n").encode() if isinstance(body, str) else body
+    start_response(
+        status, [("Content-Type", content_type), ("Content-Length", str(len(data))), *headers]
+    )
+    return [data]
+
 
 class _Handler(WSGIRequestHandler):
     timeout = REQUEST_TIMEOUT_S

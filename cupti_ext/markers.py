@@ -22,7 +22,6 @@ import numpy.typing as npt
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
-Mask = npt.NDArray[np.bool_]
 
 MARKER_WORDS = 61
 """32-bit words a memset marker writes: an unusual size, one of the two tests for ours."""
@@ -71,12 +70,6 @@ class MarkerRing:
             if seqs[slot] == v:
                 out.append((ids[slot], c))
         return out, len(values) - len(out)
-
-    def lookup(self, values: U32) -> tuple[U64, Mask]:
-        """External ids of ``values`` and which of them were found."""
-        got = [self.get(v) for v in values.tolist()]
-        found = np.array([g is not None for g in got], np.bool_)
-        return np.array([g for g in got if g is not None], np.uint64), found
 
 
 @dataclass(slots=True)

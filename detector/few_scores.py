@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .reports import RankInfo
+from .scoring import plain_weighted_mean, usable
 
 
 class RankPayload(Protocol):
@@ -48,9 +49,6 @@ FEW_ENTRIES = 96
 """Sections plus kernels over all gathered payloads below which plain loops win (on the
 development machine the two cost the same at about 150 entries)."""
 
-FEW_RANK_KEYS = 32
-"""Keys of one rank's window up to which its individual scores are plain loops."""
-
 PerKey = dict[str, dict[int, float]]
 ScoreMaps = tuple[dict[int, float], PerKey, dict[int, float], PerKey]
 """(gpu relative, section relative, gpu individual, section individual)."""
@@ -63,11 +61,6 @@ def is_few(payloads: Sequence[RankPayload]) -> bool:
         if n >= FEW_ENTRIES:
             return False
     return True
-
-
-def _ok(t: float) -> bool:
-    """A usable timing: finite and strictly positive (``scoring.valid``)."""
-    return t > 0 and t != math.inf  # NaN fails the first test
 
 
 def _name(names: Mapping[int, str], key: int) -> str:
@@ -93,12 +86,12 @@ def _relative(entries: list[Entry], min_support: int = 1) -> list[float]:
     best: dict[int, float] = {}
     support: dict[int, int] = {}
     for _, k, t in entries:
-        if _ok(t):
+        if usable(t):
             b = best.get(k)
             best[k] = t if b is None or t < b else b
             support[k] = support.get(k, 0) + 1
     nan = math.nan
-    return [best[k] / t if _ok(t) and support[k] >= min_support else nan for _, k, t in entries]
+    return [best[k] / t if usable(t) and support[k] >= min_support else nan for _, k, t in entries]
 
 
 def _per_key(
@@ -123,26 +116,6 @@ def _per_rank(
         for r, v in zip(ranks, values, strict=True)
         if math.isfinite(v) and (only_rank is None or r == only_rank)
     }
-
-
-def weighted_mean(values: Iterable[float], weights: Iterable[float]) -> float:
-    """``sum(w * v) / sum(w)`` over pairs with a finite value and a finite positive
-    weight; NaN with none (``scoring.weighted_row_mean`` for one row)."""
-    num = den = 0.0
-    for v, w in zip(values, weights, strict=True):
-        if math.isfinite(v) and _ok(w):
-            num += w * v
-            den += w
-    return num / den if den > 0 else math.nan
-
-
-def individual_scores(typical: Iterable[float], baseline: Iterable[float]) -> list[float]:
-    """Per key, ``min(1, baseline / typical)``; NaN where either is missing
-    (``scoring.individual_scores``)."""
-    return [
-        min(1.0, b / t) if _ok(t) and _ok(b) else math.nan
-        for t, b in zip(typical, baseline, strict=True)
-    ]
 
 
 def score_maps(
@@ -183,12 +156,12 @@ def _gpu_relative(
 ) -> dict[int, float]:
     """Per rank, its kernels' scores weighted by their time (``gpu_relative_scores``):
     a kernel only one rank ran has no peer and counts only in a job of one reporting rank."""
-    reporting = sum(1 for p in payloads if any(_ok(t) for t in p.kernel_median_ns.tolist()))
-    scores = _relative(kernels, 2 if reporting > 1 else 1)
-    out: list[float] = []
+    bounds = []
     at = 0
     for p in payloads:
-        n = len(p.kernel_ids)
-        out.append(weighted_mean(scores[at : at + n], p.kernel_total_ns.tolist()))
-        at += n
+        bounds.append((at, at + len(p.kernel_ids), p))
+        at += len(p.kernel_ids)
+    reporting = sum(1 for a, b, _ in bounds if any(usable(t) for _, _, t in kernels[a:b]))
+    scores = _relative(kernels, 2 if reporting > 1 else 1)
+    out = [plain_weighted_mean(scores[a:b], p.kernel_total_ns.tolist()) for a, b, p in bounds]
     return _per_rank(ranks, out, only_rank)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import few_scores, scoring
+from . import scoring
 from .baselines import RecentBest
 from .collectives import WAIT_NS
 from .payload import MAX_NAMES, NAME_REFRESH_REPORTS, KeyIds, RankPayload
@@ -122,7 +122,7 @@ class PayloadBuilder:
         # rank's slowness but someone else's (collectives).
         sec_med = np.array([s.work_median_ns for s in sections], dtype=np.float64)
         sec_base = self.section_baselines.update_many(sec_names, sec_med)
-        sec_ind = _individual_scores(sec_med, sec_base)
+        sec_ind = scoring.individual_scores(sec_med, sec_base)
         sec_ids = self.key_ids.ids(sec_names)
         names = dict(zip(sec_ids.tolist(), sec_names, strict=True))
         sec_summ = {s.name: summary_statistics(s, 1e-6) for s in sections}
@@ -145,7 +145,9 @@ class PayloadBuilder:
         ker_med = np.array([kernels[k].median_ns for k in ker_names], dtype=np.float64)
         ker_tot = np.array([kernels[k].total_ns for k in ker_names], dtype=np.float64)
         ker_base = self.kernel_baselines.update_many(ker_names, ker_med)
-        gpu_ind = _gpu_individual_score(ker_med, ker_base, ker_tot) if ker_names else math.nan
+        gpu_ind = (
+            scoring.gpu_individual_score(ker_med, ker_base, ker_tot) if ker_names else math.nan
+        )
         ker_ids = self.key_ids.ids(ker_names)
         # Kernel names travel once per id, and all of them again every
         # NAME_REFRESH_REPORTS reports.
@@ -212,20 +214,6 @@ class PayloadBuilder:
                 cache.clear()
             verdict = cache[key] = bool(is_comm_kernel(key, self._comm_extra))
         return verdict
-
-
-def _individual_scores(typical: np.ndarray, baseline: np.ndarray) -> np.ndarray:
-    # A few keys (the usual window) in plain Python: numpy's cost per call was most of it.
-    if len(typical) <= few_scores.FEW_RANK_KEYS:
-        return np.array(few_scores.individual_scores(typical.tolist(), baseline.tolist()))
-    return scoring.individual_scores(typical, baseline)
-
-
-def _gpu_individual_score(typical: np.ndarray, baseline: np.ndarray, total: np.ndarray) -> float:
-    if len(typical) <= few_scores.FEW_RANK_KEYS:
-        scores = few_scores.individual_scores(typical.tolist(), baseline.tolist())
-        return few_scores.weighted_mean(scores, total.tolist())
-    return scoring.gpu_individual_score(typical, baseline, total)
 
 
 def _cuda_synchronize() -> None:

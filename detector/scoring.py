@@ -14,7 +14,8 @@ of reports (a score that cannot be computed is absent, not NaN).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,9 +123,17 @@ def gpu_relative_scores(  # noqa: PLR0917 - the entry arrays belong together
     return weighted_row_mean(rows, scores, total_ns, n_rows, rows_sorted=rows_sorted)
 
 
+FEW_KEYS = 32
+"""A rank's keys up to which its individual scores are plain loops (``plain_*`` below):
+a window's few sections and kernels, where numpy's fixed cost per call was most of it."""
+
+
 def individual_scores(typical: F64, baseline: F64) -> F64:
     """Per key, ``baseline / typical`` capped at 1.0 (a window faster than the rank's own
     reference scores 1.0, as in NVRx); NaN where either side is missing."""
+    if len(typical) <= FEW_KEYS:
+        plain = plain_individual_scores(typical.tolist(), baseline.tolist())
+        return np.array(plain, dtype=np.float64)
     ok = valid(typical) & valid(baseline)
     out = np.full(typical.shape, np.nan)
     out[ok] = np.minimum(1.0, baseline[ok] / typical[ok])
@@ -133,9 +142,35 @@ def individual_scores(typical: F64, baseline: F64) -> F64:
 
 def gpu_individual_score(typical_ns: F64, baseline_ns: F64, total_ns: F64) -> float:
     """This rank's GPU score against its own baseline, weighted by kernel time share."""
+    if len(typical_ns) <= FEW_KEYS:
+        plain = plain_individual_scores(typical_ns.tolist(), baseline_ns.tolist())
+        return plain_weighted_mean(plain, total_ns.tolist())
     scores = individual_scores(typical_ns, baseline_ns)
     rows = np.zeros(scores.shape, dtype=np.int64)
     return float(weighted_row_mean(rows, scores, total_ns, 1)[0])
+
+
+def usable(t: float) -> bool:
+    """``valid`` for one float: finite and strictly positive."""
+    return t > 0 and t != math.inf  # NaN fails the first test
+
+
+def plain_individual_scores(typical: Iterable[float], baseline: Iterable[float]) -> list[float]:
+    """``individual_scores`` over Python floats (the same results)."""
+    return [
+        min(1.0, b / t) if usable(t) and usable(b) else math.nan
+        for t, b in zip(typical, baseline, strict=True)
+    ]
+
+
+def plain_weighted_mean(values: Iterable[float], weights: Iterable[float]) -> float:
+    """``weighted_row_mean`` of one row over Python floats (the same to rounding)."""
+    num = den = 0.0
+    for v, w in zip(values, weights, strict=True):
+        if math.isfinite(v) and usable(w):
+            num += w * v
+            den += w
+    return num / den if den > 0 else math.nan
 
 
 @dataclass(frozen=True, slots=True)

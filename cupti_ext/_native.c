@@ -8,6 +8,7 @@
  * results (tests/unit/cupti_ext/test_native.py checks that they agree).
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Indexes into the int32 ``layout`` array (native.py builds it in this order). */
@@ -325,4 +326,164 @@ void pk_attribute_fold(const uint32_t *corr, const int64_t *dur_ns, const int64_
     counts[A_REFUSED] = refused;
     counts[A_DEFERRED] = ndef;
     counts[A_COMM_NS] = comm_ns;
+}
+
+/* Indexes into the int64 ``counts`` array of pk_markers. */
+enum {
+    M_FENCES, M_RING_LOST, M_PAIRS, M_LEFT, M_ABOVE, M_KNOWN, M_FLOOR, M_MARKERS,
+    M_PAIRS_SORTED, M_ONE_SECTION, M_COUNT
+};
+
+int pk_marker_counts(void) { return M_COUNT; }
+
+#define SERIAL_SHIFT 17
+#define MAX_SECTION 0xFFFF
+
+typedef struct {
+    uint64_t packed;
+    int64_t order; /* position in the list Python would sort (a stable sort's tie-break) */
+    int64_t corr;
+} mark_t;
+
+static int mark_cmp(const void *a, const void *b)
+{
+    const mark_t *x = a, *y = b;
+    if (x->packed != y->packed) return x->packed < y->packed ? -1 : 1;
+    return x->order < y->order ? -1 : (x->order > y->order);
+}
+
+static int contains(const int64_t *sorted, int64_t n, int64_t v)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (sorted[mid] < v) lo = mid + 1; else hi = mid;
+    }
+    return lo < n && sorted[lo] == v;
+}
+
+/* A buffer's section markers read and mostly paired in one pass: what
+ * window_builder.add's marker part and attribution.MarkerBook.add_packed do in Python
+ * for each marker.
+ *
+ * Markers: external-correlation records of kind ``our_kind`` (external id, correlation
+ * id), then memset records on ``stream_id`` of ``nbytes`` bytes whose value is still in
+ * the ring (ring_seqs[value & mask] == value; the external id is ring_ids[...]; the
+ * others count as ring_lost); stream_id < 0: no memset markers. Serial 0 (fences) is
+ * counted and dropped. The rest are sorted by packed id, stably (as Python's sort).
+ *
+ * Per marker the book's bookkeeping of the serials heard of (MarkerBook.add_packed's
+ * first half): serials up to ``known`` raise ``floor`` to their entry marker's id; a
+ * later serial's highest entry-marker id (-1: exits only) is kept, and with
+ * ``advance`` (the book had no such serials yet) the run known+1, known+2, ... is moved
+ * over as MarkerBook._advance would; the serials after a gap (all of them without
+ * ``advance``) go to ``above`` as (serial, id) for Python to keep.
+ *
+ * A serial with exactly one entry and one exit marker here and none of the book's
+ * state (not in ``special``: open, early exits, abandoned; sorted) is closed at once:
+ * (entry's section, entry id, exit id) in ``pairs``. Every other marker goes to
+ * ``left`` as (packed, id), in sorted order, for Python's pairing loop. Python calls
+ * this only where no bound of the book can be reached by this buffer's markers, so
+ * closing pairs first does not change what is kept. Pairs come by serial; counts say
+ * whether their entry ids ascend and whether they all name one section.
+ *
+ * ``marks`` holds ne + nm elements (24 bytes each); pairs 3 * (ne + nm) / 2 int64,
+ * left (uint64) and above (int64) 2 * (ne + nm). */
+void pk_markers(const uint32_t *e_corr, const uint64_t *e_id, const int32_t *e_kind, int64_t ne,
+                int32_t our_kind, const uint32_t *m_corr, const uint32_t *m_value,
+                const uint64_t *m_bytes, const uint32_t *m_stream, int64_t nm, int64_t stream_id,
+                uint64_t nbytes, const uint64_t *ring_ids, const volatile int64_t *ring_seqs,
+                int64_t ring_mask, const int64_t *special, int64_t n_special, int64_t known,
+                int64_t floor, int32_t advance, mark_t *marks, int64_t *pairs, uint64_t *left,
+                int64_t *above, int64_t *counts)
+{
+    int64_t n = 0, fences = 0, lost = 0, order = 0;
+    for (int64_t i = 0; i < ne; i++) {
+        if (e_kind[i] != our_kind) continue;
+        uint64_t p = e_id[i];
+        int64_t o = order++;
+        if ((p >> SERIAL_SHIFT) == 0) { fences++; continue; }
+        marks[n].packed = p;
+        marks[n].order = o;
+        marks[n].corr = e_corr[i];
+        n++;
+    }
+    if (stream_id >= 0) {
+        for (int64_t i = 0; i < nm; i++) {
+            if ((int64_t)m_stream[i] != stream_id || m_bytes[i] != nbytes) continue;
+            uint32_t v = m_value[i];
+            int64_t slot = (int64_t)v & ring_mask;
+            /* Read the sequence number around the id: a slot rewritten meanwhile (the
+             * ring wrapped on the training thread) is not ours any more. */
+            if (ring_seqs[slot] != (int64_t)v) { lost++; continue; }
+            uint64_t p = ring_ids[slot];
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (ring_seqs[slot] != (int64_t)v) { lost++; continue; }
+            int64_t o = order++;
+            if ((p >> SERIAL_SHIFT) == 0) { fences++; continue; }
+            marks[n].packed = p;
+            marks[n].order = o;
+            marks[n].corr = m_corr[i];
+            n++;
+        }
+    }
+    int sorted = 1;
+    for (int64_t i = 1; i < n && sorted; i++) sorted = mark_cmp(&marks[i - 1], &marks[i]) <= 0;
+    if (!sorted) qsort(marks, (size_t)n, sizeof(mark_t), mark_cmp);
+
+    int64_t np_ = 0, nl = 0, na = 0, cur = known;
+    int advancing = advance != 0, pairs_sorted = 1, one_section = 1;
+    for (int64_t i = 0; i < n;) {
+        int64_t s = (int64_t)(marks[i].packed >> SERIAL_SHIFT), j = i;
+        int64_t top = INT64_MIN, entries = 0, entry_at = -1;
+        for (; j < n && (int64_t)(marks[j].packed >> SERIAL_SHIFT) == s; j++) {
+            int64_t ec = (marks[j].packed & 1) ? -1 : marks[j].corr;
+            if (!(marks[j].packed & 1)) { entries++; entry_at = j; }
+            if (s <= known) {
+                if (ec > floor) floor = ec;
+            } else if (ec > top) {
+                top = ec;
+            }
+        }
+        if (s > known) {
+            if (advancing && s == cur + 1) {
+                cur = s;
+                if (top > floor) floor = top;
+            } else {
+                advancing = 0;
+                above[2 * na] = s;
+                above[2 * na + 1] = top;
+                na++;
+            }
+        }
+        if (j - i == 2 && entries == 1 && !(n_special && contains(special, n_special, s))) {
+            int64_t exit_at = entry_at == i ? i + 1 : i;
+            int64_t sec = (int64_t)((marks[entry_at].packed >> 1) & MAX_SECTION);
+            if (np_ > 0) {
+                pairs_sorted &= pairs[3 * np_ - 2] <= marks[entry_at].corr;
+                one_section &= pairs[3 * np_ - 3] == sec;
+            }
+            pairs[3 * np_] = sec;
+            pairs[3 * np_ + 1] = marks[entry_at].corr;
+            pairs[3 * np_ + 2] = marks[exit_at].corr;
+            np_++;
+        } else {
+            for (int64_t k = i; k < j; k++) {
+                left[2 * nl] = marks[k].packed;
+                left[2 * nl + 1] = (uint64_t)marks[k].corr;
+                nl++;
+            }
+        }
+        i = j;
+    }
+    counts[M_FENCES] = fences;
+    counts[M_RING_LOST] = lost;
+    counts[M_PAIRS] = np_;
+    counts[M_LEFT] = nl;
+    counts[M_ABOVE] = na;
+    counts[M_KNOWN] = cur;
+    counts[M_FLOOR] = floor;
+    counts[M_MARKERS] = n;
+    counts[M_PAIRS_SORTED] = pairs_sorted;
+    counts[M_ONE_SECTION] = one_section;
 }

@@ -115,8 +115,24 @@ class _Intervals:
         self._new_starts.append(start)
         self._new_stops.append(stop)
 
+    def extend(self, starts: I64, stops: I64, ascending: bool) -> None:
+        """Append many entries at once (``ascending``: ``starts`` do not descend)."""
+        self._move_new()
+        if len(starts) and (not ascending or int(starts[0]) < self._last):
+            self._sorted = False
+        self._store(starts, stops)
+        if len(starts):
+            self._last = int(starts[-1])
+
     def _move_new(self) -> None:
-        k = len(self._new_starts)
+        if not self._new_starts:
+            return
+        self._store(self._new_starts, self._new_stops)
+        self._new_starts.clear()
+        self._new_stops.clear()
+
+    def _store(self, starts: I64 | list[int], stops: I64 | list[int]) -> None:
+        k = len(starts)
         if not k:
             return
         n = self._n
@@ -125,13 +141,11 @@ class _Intervals:
             self._starts = np.concatenate([self._starts[:n], spare])
             self._stops = np.concatenate([self._stops[:n], spare])
             self._cummax = np.concatenate([self._cummax[:n], spare])
-        self._starts[n : n + k] = self._new_starts
-        stops = self._stops[n : n + k]
-        stops[:] = self._new_stops
-        self._new_starts.clear()
-        self._new_stops.clear()
+        self._starts[n : n + k] = starts
+        stored = self._stops[n : n + k]
+        stored[:] = stops
         if self._sorted:
-            run = np.maximum.accumulate(stops)
+            run = np.maximum.accumulate(stored)
             self._cummax[n : n + k] = run if n == 0 else np.maximum(run, self._cummax[n - 1])
         self._n = n + k
 
@@ -184,24 +198,33 @@ class MarkerBook:
     def add_packed(self, markers: list[tuple[int, int]]) -> None:
         """``add`` for (packed external id, correlation id) pairs as Python ints: a
         buffer holds a few dozen markers, for which numpy's per-call cost is most of
-        the work."""
+        the work. Where the compiled path is built, ``scan_state``/``add_scanned`` do
+        this with a buffer's markers read, sorted and mostly paired in C."""
         # Sorted by serial, then entry before exit: the packed id orders so (a serial's
         # entry and exit markers name the same section); a C key, not a Python one.
         markers.sort(key=_packed)
         known = self._known_through
         above = self._known_above
         floor = self._entry_floor
-        abandoned, early_stops, opened_ = self._abandoned, self._early_stops, self._open
         for packed, c in markers:
             s = packed >> _SERIAL_SHIFT
-            stop = packed & 1
-            entry_corr = -1 if stop else c
+            entry_corr = -1 if packed & 1 else c
             if s > known:
                 prev = above.get(s)
                 if prev is None or prev < entry_corr:
                     above[s] = entry_corr
             elif entry_corr > floor:
                 floor = entry_corr
+        self._entry_floor = floor
+        self._pair(markers)
+        self._advance()
+
+    def _pair(self, markers: list[tuple[int, int]]) -> None:
+        """Open, close or park each marker (sorted by packed id) of its entry."""
+        abandoned, early_stops, opened_ = self._abandoned, self._early_stops, self._open
+        for packed, c in markers:
+            s = packed >> _SERIAL_SHIFT
+            stop = packed & 1
             if abandoned and s in abandoned:
                 if not stop:  # its entry marker: the last of it we will see
                     abandoned.discard(s)
@@ -222,7 +245,61 @@ class MarkerBook:
                 early_stops[s] = c
             else:
                 self.lost_markers += 1
-        self._entry_floor = floor
+
+    def scan_state(self, markers: int) -> tuple[int, int, bool, I64 | None] | None:
+        """What the compiled marker pass (``pk_markers``) reads of the book before a
+        buffer of up to ``markers`` markers: (known-through serial, entry floor,
+        whether no later serial has been heard of, the serials it must leave to
+        ``_pair``: open, exited early or abandoned, sorted; None for none). None where
+        that many markers could reach a bound of the book, which makes the order of
+        closing matter: ``add_packed`` then."""
+        if (
+            self._closed_count + markers > self.max_closed
+            or len(self._open) + markers > self.max_open
+            or len(self._early_stops) + markers > self.max_open
+        ):
+            return None
+        special = None
+        if self._open or self._early_stops or self._abandoned:
+            serials = {*self._open, *self._early_stops, *self._abandoned}
+            special = np.array(sorted(serials), np.int64)
+        return self._known_through, self._entry_floor, not self._known_above, special
+
+    def add_scanned(
+        self,
+        pairs: I64,
+        left: list[tuple[int, int]],
+        above: list[tuple[int, int]],
+        *,
+        known_through: int,
+        entry_floor: int,
+        one_section: bool,
+        ascending: bool,
+    ) -> None:
+        """The compiled marker pass's results (the state was ``scan_state``'s): entries
+        closed in the buffer (``pairs``: section, entry id, exit id by row, by serial;
+        ``one_section``: all of one section; ``ascending``: entry ids ascend), the
+        markers left for ``_pair`` (sorted), later serials heard of (serial, highest
+        entry-marker id), and the known-through serial and floor after them."""
+        self._known_through, self._entry_floor = known_through, entry_floor
+        if above:
+            heard = self._known_above
+            for s, c in above:
+                prev = heard.get(s)
+                if prev is None or prev < c:
+                    heard[s] = c
+        n = len(pairs)
+        if n:
+            if one_section:
+                self._intervals(int(pairs[0, 0])).extend(pairs[:, 1], pairs[:, 2], ascending)
+            else:
+                sections = pairs[:, 0]
+                for section in np.unique(sections).tolist():
+                    rows = pairs[sections == section]
+                    self._intervals(section).extend(rows[:, 1], rows[:, 2], ascending)
+            self._closed_count += n
+        if left:
+            self._pair(left)
         self._advance()
 
     def _advance(self) -> None:
@@ -284,6 +361,12 @@ class MarkerBook:
             iv = self._closed[section] = _Intervals()
         iv.append(start, stop)
         self._closed_count += 1
+
+    def _intervals(self, section: int) -> _Intervals:
+        iv = self._closed.get(section)
+        if iv is None:
+            iv = self._closed[section] = _Intervals()
+        return iv
 
     def retire(self) -> None:
         """Forget entries closed before the previous call (their kernels have arrived)."""

@@ -52,6 +52,13 @@ C code keeps (0 to start)."""
 ATTRIBUTE_COUNTS = 7
 """Counts ``pk_attribute_fold`` returns: held, records, communication, unattributed,
 refused, deferred, and the communication kernels' nanoseconds."""
+MARKER_COUNTS = 10
+"""Counts ``pk_markers`` returns: fences, ring values lost, pairs closed, markers left
+to Python, serials for the book's ``above``, the book's known-through serial and entry
+floor after the buffer, the markers read, whether the pairs' entry ids ascend, whether
+the pairs all name one section."""
+MARK_BYTES = 24
+"""Bytes of one element of ``pk_markers``' sort scratch (packed id, order, id)."""
 
 
 class NativeLib:
@@ -71,18 +78,33 @@ class NativeLib:
         lib.pk_attribute_fold.argtypes = [_P, _P, _P, _I64, _I64, _I64, _P, _P, _I64]
         lib.pk_attribute_fold.argtypes += [_P, _P, _P, _I64, _P, _P, _P]
         lib.pk_attribute_fold.restype = None
+        lib.pk_markers.argtypes = [_P, _P, _P, _I64, ctypes.c_int32, _P, _P, _P, _P, _I64]
+        lib.pk_markers.argtypes += [_I64, ctypes.c_uint64, _P, _P, _I64, _P, _I64, _I64, _I64]
+        lib.pk_markers.argtypes += [ctypes.c_int32, _P, _P, _P, _P, _P]
+        lib.pk_markers.restype = None
         self.layout_fields = int(lib.pk_layout_fields())
         self.out_fields = int(lib.pk_out_fields())
         self.count_fields = int(lib.pk_count_fields())
         # A library left over from an older build must not be fed today's arrays.
-        expected = (_LAYOUT_FIELDS, OUT_FIELDS, COUNT_FIELDS, LIST_FIELDS, ATTRIBUTE_COUNTS)
-        found = (
-            self.layout_fields,
-            self.out_fields,
-            self.count_fields,
-            int(lib.pk_list_fields()),
-            int(lib.pk_attribute_counts()),
+        expected = (
+            _LAYOUT_FIELDS,
+            OUT_FIELDS,
+            COUNT_FIELDS,
+            LIST_FIELDS,
+            ATTRIBUTE_COUNTS,
+            MARKER_COUNTS,
         )
+        try:
+            found = (
+                self.layout_fields,
+                self.out_fields,
+                self.count_fields,
+                int(lib.pk_list_fields()),
+                int(lib.pk_attribute_counts()),
+                int(lib.pk_marker_counts()),
+            )
+        except AttributeError as e:
+            raise AttributeError(f"{path.name} is older than this code: {e}") from e
         if found != expected:
             raise AttributeError(f"{path.name} speaks {found}, this code {expected}")
         self.lib = lib

@@ -16,6 +16,7 @@ from .attribution import MarkerBook, serial_of
 from .backend import KernelStat, KernelWindow
 from .kernel_keys import KernelKeyTable
 from .kernel_stats import RingStats
+from .marker_scan import MarkerScan
 from .markers import MemsetMarkers
 from .records import DecodedBuffer, KernelBatch
 
@@ -45,6 +46,7 @@ class KernelWindowBuilder:
             max_keys, bucket_shapes=bucket_shapes, comm_pattern=comm_pattern
         )
         self.book = MarkerBook()
+        self._scan = MarkerScan()
         self.memset_markers: MemsetMarkers | None = None
         """Set by the backend when its section markers are memsets (markers.py)."""
         self._global = RingStats(ring)
@@ -70,6 +72,23 @@ class KernelWindowBuilder:
     def add(self, dec: DecodedBuffer, records: int) -> None:
         """Fold one decoded buffer (``records`` records in all) into the window."""
         self.received += records
+        lib = native.library()
+        fences = None
+        if lib is not None:
+            fences = self._scan.add(lib, dec, self.external_kind, self.memset_markers, self.book)
+        if fences is None:
+            self._add_markers(dec)
+        else:
+            self.fences_seen += fences
+        self._incomplete += dec.incomplete
+        # Keys are looked up as records arrive (held ones keep theirs), so both paths
+        # give key ids, and the overflow key, in the same order.
+        kid = self.keys.lookup(dec.kernels.name_ptr, dec.kernels.threads)
+        self._attribute_all(dec.kernels, kid)
+
+    def _add_markers(self, dec: DecodedBuffer) -> None:
+        """The buffer's markers into the book, marker by marker (the compiled pass,
+        marker_scan.py, gives the same book)."""
         markers: list[tuple[int, int]] = []
         if len(dec.external_kind):
             ours = dec.external_kind == self.external_kind
@@ -86,11 +105,6 @@ class KernelWindowBuilder:
             entries = [m for m in markers if serial_of(m[0])]  # serial 0: a fence
             self.fences_seen += len(markers) - len(entries)
             self.book.add_packed(entries)
-        self._incomplete += dec.incomplete
-        # Keys are looked up as records arrive (held ones keep theirs), so both paths
-        # give key ids, and the overflow key, in the same order.
-        kid = self.keys.lookup(dec.kernels.name_ptr, dec.kernels.threads)
-        self._attribute_all(dec.kernels, kid)
 
     def settle(self, through: int) -> None:
         """A report's fence is in: entries up to serial ``through`` will show no more

@@ -8,16 +8,15 @@ incomplete kernels, key overflow, refused groups).
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pytest
 from buffers import LAYOUT, OURS, as_buffer, cut_and_shuffle, kernels, marker
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from native_paths import WINDOW_NAMES, both, fresh_native, window_figures
 
 from pacekeeper.cupti_ext import native
 from pacekeeper.cupti_ext.kernel_keys import KernelKeyTable
@@ -25,32 +24,7 @@ from pacekeeper.cupti_ext.kernel_stats import RingStats
 from pacekeeper.cupti_ext.records import DecodeScratch, decode_buffer, decode_span, record_offsets
 from pacekeeper.cupti_ext.window_builder import KernelWindowBuilder
 
-T = TypeVar("T")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_native() -> Iterator[None]:
-    native.reset()
-    yield
-    native.reset()
-
-
-def both(run: Callable[[], T]) -> tuple[T, T]:
-    """``run()`` on the compiled path, then on the numpy path."""
-    saved = os.environ.pop(native.NATIVE_ENV, None)
-    try:
-        native.reset()
-        assert native.library() is not None, "the compiled record path is not built"
-        compiled = run()
-        os.environ[native.NATIVE_ENV] = "0"
-        native.reset()
-        assert native.library() is None
-        return compiled, run()
-    finally:
-        os.environ.pop(native.NATIVE_ENV, None)
-        if saved is not None:
-            os.environ[native.NATIVE_ENV] = saved
-        native.reset()
+__all__ = ["fresh_native"]  # the fixture, used by every test here
 
 
 def memset(corr: int, value: int, nbytes: int = 244, stream: int = 7) -> bytes:
@@ -211,26 +185,6 @@ def test_statistics_agree_whatever_the_groups_masks_and_bounds(
             assert c.std_ns == pytest.approx(n.std_ns, rel=1e-9, abs=1e-6)
 
 
-_WINDOW_NAMES = {1: "_Z4gemmv", 2: "_Z4reluv", 3: "_Z3addv", 4: "ncclDevKernel_AllReduce_f32"}
-
-
-def _stats_of(window: Any) -> dict[str, Any]:
-    def table(part: dict[str, Any]) -> dict[str, Any]:
-        return {k: (s.num, s.median_ns, s.min_ns, s.max_ns, s.total_ns) for k, s in part.items()}
-
-    return {
-        "kernels": table(window.kernels),
-        "sections": {name: table(part) for name, part in window.sections.items()},
-        "counts": (
-            window.records,
-            window.comm_records,
-            window.comm_ns,
-            window.unattributed_records,
-            window.dropped_records,
-        ),
-    }
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
@@ -304,7 +258,7 @@ def _windows(
         ring=ring,
         max_section_groups=max_section_groups,
         max_pending_records=max_pending,
-        keys=KernelKeyTable(resolve_name=_WINDOW_NAMES.__getitem__),
+        keys=KernelKeyTable(resolve_name=WINDOW_NAMES.__getitem__),
         section_stats=section_stats,
     )
     windows = []
@@ -315,7 +269,7 @@ def _windows(
             assert whole
             b.add(decode_span(raw, offsets, LAYOUT), len(offsets))
         if i in takes:
-            windows.append(_stats_of(b.take(["a", "b", "c"])))
+            windows.append(window_figures(b.take(["a", "b", "c"])))
     return windows
 
 

@@ -49,9 +49,15 @@ def run_mode(kernels: int, interval_1: bool, reports: int, phases: bool) -> dict
     from fake_cupti import FakeCupti, FakeLibcuda
 
     from pacekeeper import cupti_ext
-    from pacekeeper.cupti_ext import BackendChoice, cupti_backend, window_builder
+    from pacekeeper.cupti_ext import (
+        BackendChoice,
+        cupti_backend,
+        cupti_buffers,
+        kernel_keys,
+        window_builder,
+    )
     from pacekeeper.cupti_ext.cupti_backend import CuptiBackend
-    from pacekeeper.detector import Detector, local_payload
+    from pacekeeper.detector import Detector, local_payload, report_cycle, run_state, sections
 
     fake = FakeCupti()
     cupti_backend.register_callbacks_function = lambda: fake.register_raw  # type: ignore[assignment]
@@ -78,9 +84,16 @@ def run_mode(kernels: int, interval_1: bool, reports: int, phases: bool) -> dict
     builder = window_builder.KernelWindowBuilder
     targets = [
         (backend, "collect", "collect"),
+        (cupti_buffers, "decode_buffer", "collect.decode"),
         (builder, "add", "collect.add"),
+        (kernel_keys.KernelKeyTable, "lookup", "collect.add.lookup"),
+        (builder, "_attribute_all", "collect.add.attribute"),
+        (builder, "settle", "collect.settle"),
         (builder, "take", "collect.take"),
+        (sections.SectionTable, "drain", "drain"),
         (local_payload.PayloadBuilder, "build", "payload_build"),
+        (run_state.RunState, "refresh", "group_refresh"),
+        (report_cycle, "score_payloads", "score"),
     ]
     times: list[float] = []
     cpu: list[float] = []
@@ -131,7 +144,7 @@ def run_mode(kernels: int, interval_1: bool, reports: int, phases: bool) -> dict
         "p25_ms": q[0],
         "p75_ms": q[2],
         "cpu_median_ms": statistics.median(cpu),
-        "phases_ms": {k: statistics.median(v) for k, v in per.items()},
+        "phases_ms": {k: statistics.median(v) for k, v in sorted(per.items())},
         "counts": sorted(set(counts)),
         "times_ms": times,
     }
@@ -151,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
     native.reset()
     rows = []
+    phases: dict[str, dict[str, float]] = {}
     for workload, kernels, n in (
         ("gemm_bound", 4, args.reports),
         ("launch_bound", 600, args.launch_reports),
@@ -158,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         for interval_1 in (True, False):
             r = run_mode(kernels, interval_1, n, args.phases)
             ph = r["phases_ms"]
+            if args.phases:
+                phases[f"{workload}, {'interval 1' if interval_1 else 'defaults'}"] = ph
             rows.append(
                 {
                     "workload": workload,
@@ -167,10 +183,10 @@ def main(argv: list[str] | None = None) -> int:
                     "p25 ms": r["p25_ms"],
                     "p75 ms": r["p75_ms"],
                     "CPU median ms": r["cpu_median_ms"],
-                    "collect ms": ph.get("collect", float("nan")),
-                    "add ms": ph.get("collect.add", float("nan")),
-                    "take ms": ph.get("collect.take", float("nan")),
-                    "payload ms": ph.get("payload_build", float("nan")),
+                    **{
+                        f"{phase} ms": ph.get(phase, float("nan"))
+                        for phase in ("collect", "collect.add", "collect.take", "payload_build")
+                    },
                     "counts (attr, unattr, held, dropped)": r["counts"],
                 }
             )
@@ -180,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         rows,
         title=f"generate_report, one rank, simulated CUPTI, {STEPS} steps a report "
         f"(native {args.native})",
-        meta={"steps": STEPS, "native": args.native, "phases": args.phases},
+        meta={"steps": STEPS, "native": args.native, "phases_ms": phases},
         results_dir=Path(args.out),
     )
     return 0

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from . import native
+
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -85,6 +87,7 @@ class _Intervals:
     arrive sorted and the running maximum only extends."""
 
     __slots__ = (
+        "_addresses",
         "_cummax",
         "_last",
         "_n",
@@ -104,6 +107,7 @@ class _Intervals:
         self._last = -1  # the latest start appended
         self._new_starts: list[int] = []
         self._new_stops: list[int] = []
+        self._addresses: tuple[int, int] | None = None
 
     def __len__(self) -> int:
         return self._n + len(self._new_starts)
@@ -141,6 +145,7 @@ class _Intervals:
             self._starts = np.concatenate([self._starts[:n], spare])
             self._stops = np.concatenate([self._stops[:n], spare])
             self._cummax = np.concatenate([self._cummax[:n], spare])
+            self._addresses = None
         self._starts[n : n + k] = starts
         stored = self._stops[n : n + k]
         stored[:] = stops
@@ -148,6 +153,14 @@ class _Intervals:
             run = np.maximum.accumulate(stored)
             self._cummax[n : n + k] = run if n == 0 else np.maximum(run, self._cummax[n - 1])
         self._n = n + k
+
+    def refs(self) -> tuple[int, int, int]:
+        """``arrays`` for the compiled fold: (address of starts, of the running
+        maximum, length); the addresses are read again only when the arrays grow."""
+        self.arrays()
+        if self._addresses is None:
+            self._addresses = (native.ptr(self._starts), native.ptr(self._cummax))
+        return (*self._addresses, self._n)
 
     def arrays(self) -> tuple[I64, I64]:
         """(starts ascending, running maximum of stops in that order)."""
@@ -408,6 +421,19 @@ class MarkerBook:
             if len(iv)
         ]
         return sorted(lists, key=lambda item: item[0])
+
+    def interval_refs(self) -> list[tuple[int, int, int, int]]:
+        """``interval_lists`` as (section id, starts' address, running maximum's
+        address, length), for the compiled fold."""
+        refs = [
+            (sec, *iv.refs())
+            for book in (self._retiring, self._closed)
+            for sec, iv in book.items()
+            if len(iv)
+        ]
+        if len(refs) > 1:
+            refs.sort(key=_packed)
+        return refs
 
     def assign(self, correlation_ids: U32) -> Assignment:
         corr = correlation_ids.astype(np.int64)

@@ -7,6 +7,7 @@ and asks for the window at report time; CPU tests feed it synthesized buffers.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +48,7 @@ class KernelWindowBuilder:
         )
         self.book = MarkerBook()
         self._scan = MarkerScan()
+        self._fold = _FoldScratch()
         self.memset_markers: MemsetMarkers | None = None
         """Set by the backend when its section markers are memsets (markers.py)."""
         self._global = RingStats(ring)
@@ -183,21 +185,25 @@ class KernelWindowBuilder:
         kid = np.ascontiguousarray(kid, np.int64)
         n_keys = len(self.keys.keys)
         per_section = self._per_section
-        lists = self.book.interval_lists()
-        meta = np.empty((len(lists), native.LIST_FIELDS), np.int64)
-        for j, (sid, starts, stops) in enumerate(lists):
-            dense_ptr = (
-                0 if per_section is None else per_section.dense_map(sid * _KEY_STRIDE, n_keys)[1]
-            )
-            meta[j] = (native.ptr(starts), native.ptr(stops), len(starts), dense_ptr, sid, 0)
-        after, before = self.book.pending_bounds()
-        held = np.empty(n, np.int64)
+        refs = self.book.interval_refs()
+        n_lists = len(refs)
         # A kernel defers at most once per table (global, and its sections with one).
-        tables = 1 + (len(lists) if per_section is not None else 0)
-        deferred = np.empty((n * tables, 2), np.int64)
-        counts = np.empty(native.ATTRIBUTE_COUNTS, np.int64)
+        tables = 1 + (n_lists if per_section is not None else 0)
+        scratch = self._fold
+        scratch.ensure(n, n * tables, n_lists)
+        meta = scratch.meta
+        if n_lists:
+            if per_section is None:
+                meta[:n_lists] = [(a, b, m, 0, sid, 0) for sid, a, b, m in refs]
+            else:
+                meta[:n_lists] = [
+                    (a, b, m, per_section.dense_map(sid * _KEY_STRIDE, n_keys)[1], sid, 0)
+                    for sid, a, b, m in refs
+                ]
+        after, before = self.book.pending_bounds()
         corr = np.ascontiguousarray(k.correlation_id, np.uint32)
         dur = np.ascontiguousarray(k.duration_ns, np.int64)
+        counts = scratch.counts
         lib.lib.pk_attribute_fold(
             native.ptr(corr),
             native.ptr(dur),
@@ -205,17 +211,18 @@ class KernelWindowBuilder:
             n,
             after,
             before,
-            native.ptr(self.keys.comm_flags),
-            native.ptr(meta),
-            len(lists),
+            scratch.address_of(self.keys.comm_flags),
+            scratch.meta_ptr,
+            n_lists,
             self._global.dense_map(0, n_keys)[1],
-            native.ptr(self._global.address_array()),
-            None if per_section is None else native.ptr(per_section.address_array()),
+            scratch.address_of(self._global.address_array()),
+            None if per_section is None else scratch.address_of(per_section.address_array()),
             self._global.ring,
-            native.ptr(held),
-            native.ptr(deferred),
-            native.ptr(counts),
+            scratch.held_ptr,
+            scratch.deferred_ptr,
+            scratch.counts_ptr,
         )
+        held, deferred = scratch.held, scratch.deferred
         n_held, records, comm, outside, refused, n_deferred, comm_ns = counts.tolist()
         self._records += records
         self._comm += comm
@@ -279,6 +286,39 @@ class KernelWindowBuilder:
         self._records = self._comm = self._unattributed = self._comm_ns = 0
         self._dropped = self._incomplete = self.received = 0
         return window
+
+
+class _FoldScratch:
+    """``pk_attribute_fold``'s output and list arrays, reused from one buffer to the
+    next, with their addresses (read once per growth, not per buffer)."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(native.ATTRIBUTE_COUNTS, np.int64)
+        self.counts_ptr = native.ptr(self.counts)
+        self.held = self.deferred = self.meta = np.empty(0, np.int64)
+        self.held_ptr = self.deferred_ptr = self.meta_ptr = 0
+        self._known: dict[int, tuple[npt.NDArray[Any], int]] = {}
+
+    def ensure(self, held: int, deferred: int, lists: int) -> None:
+        if held > len(self.held):
+            self.held = np.empty(max(held, 2 * len(self.held), 64), np.int64)
+            self.held_ptr = native.ptr(self.held)
+        if deferred > len(self.deferred):
+            self.deferred = np.empty((max(deferred, 2 * len(self.deferred), 64), 2), np.int64)
+            self.deferred_ptr = native.ptr(self.deferred)
+        if lists > len(self.meta):
+            self.meta = np.empty((max(lists, 2 * len(self.meta), 8), native.LIST_FIELDS), np.int64)
+            self.meta_ptr = native.ptr(self.meta)
+
+    def address_of(self, array: npt.NDArray[Any]) -> int:
+        """An array's address, remembered while the array lives (arrays that the
+        tables replace when they grow are looked up afresh)."""
+        known = self._known.get(id(array))
+        if known is None or known[0] is not array:
+            if len(self._known) > 16:
+                self._known.clear()
+            known = self._known[id(array)] = (array, native.ptr(array))
+        return known[1]
 
 
 def select(k: KernelBatch, mask: np.ndarray) -> KernelBatch:

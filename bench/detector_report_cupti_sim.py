@@ -11,21 +11,25 @@ Per report: 40 steps, each one ``detection_section("step")`` launching KERNELS k
 kernels a step) and launch-bound (600 a step), at interval 1 (every entry traced,
 ``PACEKEEPER_KERNEL_SAMPLE_EVERY=1``) and at the defaults (the sampling rule). The
 launch of a simulated kernel costs far more than the report itself, so only the
-report is timed, wall and the thread's CPU time (the dev machine is shared; CPU time
-scatters less). On the launch-bound step, buffers are handed over every 5 steps, as
+report is timed, wall and the thread's CPU time (the dev machine is shared, and its
+load moves both: compare runs made back to back). On the launch-bound step, buffers are handed over every 5 steps, as
 CUPTI's full buffers would be, outside the timed report. Figures: warm median and
 quartiles over the reports, and the medians of the report's phases (the backend's
-collect, in it the builder's ``add`` and ``take``, the payload build).
+collect, in it the builder's ``add`` and ``take``, the payload build), and the Python
+function calls a report makes (cProfile over 10 more reports, untimed: a figure the
+shared machine's noise leaves alone).
 
 Run: .venv/bin/python bench/detector_report_cupti_sim.py [--reports N] [--out DIR]
-     [--native 0|1] [--label NAME]
+     [--native 0|1] [--phases] [--label NAME]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import ctypes
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -42,6 +46,7 @@ from _table import emit
 HERE = Path(__file__).resolve().parent
 
 STEPS = 40
+PROFILED = 10
 NAMES = [b"_Z4gemmv", b"_Z4reluv", b"_Z4addfv", b"_Z4normv"]
 
 
@@ -99,16 +104,21 @@ def run_mode(kernels: int, interval_1: bool, reports: int, phases: bool) -> dict
     cpu: list[float] = []
     per: dict[str, list[float]] = defaultdict(list)
     counts: list[tuple[int, int, int, int]] = []
+
+    def steps() -> None:
+        for j in range(STEPS):
+            with Detector.detection_section("step"):
+                for k in range(kernels):
+                    launch(ptrs[k & 3], 1000 + k)
+            if kernels > 100 and j % 5 == 4:
+                # CUPTI hands full buffers over during the steps (on its own
+                # thread), not all at the report: a 1 MiB buffer holds ~4,800.
+                fake.activity_flush_all(0)
+
+    profile = cProfile.Profile()
     try:
         for i in range(reports + 3):
-            for j in range(STEPS):
-                with Detector.detection_section("step"):
-                    for k in range(kernels):
-                        launch(ptrs[k & 3], 1000 + k)
-                if kernels > 100 and j % 5 == 4:
-                    # CUPTI hands full buffers over during the steps (on its own
-                    # thread), not all at the report: a 1 MiB buffer holds ~4,800.
-                    fake.activity_flush_all(0)
+            steps()
             spent: dict[str, float] = defaultdict(float)
             if phases:
                 with _timing(targets, spent):
@@ -136,6 +146,13 @@ def run_mode(kernels: int, interval_1: bool, reports: int, phases: bool) -> dict
                         kt.dropped_records,
                     )
                 )
+        # Python calls a report makes (a figure the shared machine's noise leaves
+        # alone): cProfile over a few more reports, untimed.
+        for _ in range(PROFILED):
+            steps()
+            profile.enable()
+            Detector.generate_report()
+            profile.disable()
     finally:
         Detector.shutdown()
     q = statistics.quantiles(times, n=4)
@@ -147,6 +164,7 @@ def run_mode(kernels: int, interval_1: bool, reports: int, phases: bool) -> dict
         "phases_ms": {k: statistics.median(v) for k, v in sorted(per.items())},
         "counts": sorted(set(counts)),
         "times_ms": times,
+        "python_calls": pstats.Stats(profile).total_calls / PROFILED,  # type: ignore[attr-defined]
     }
 
 
@@ -183,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                     "p25 ms": r["p25_ms"],
                     "p75 ms": r["p75_ms"],
                     "CPU median ms": r["cpu_median_ms"],
+                    "Python calls": r["python_calls"],
                     **{
                         f"{phase} ms": ph.get(phase, float("nan"))
                         for phase in ("collect", "collect.add", "collect.take", "payload_build")

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests" / "realserver"))
 from audit import AuditEvent  # noqa: E402
 from binaries import BUILD_COMMAND, KubeBinaries  # noqa: E402
 from cluster import RealCluster, start_cluster  # noqa: E402
-from e2e_chart import chart_values, install  # noqa: E402
+from e2e_chart import chart_values, install, save_rendering  # noqa: E402
 from e2e_jobs import job_manifest, pod_manifest  # noqa: E402
 from e2e_operator import Operator  # noqa: E402
 from identities import OPERATOR  # noqa: E402
@@ -52,7 +52,7 @@ SETUP_THREADS = 8
 
 def start(directory: Path) -> RealCluster:
     binaries = KubeBinaries.located()
-    missing = binaries.missing()
+    missing = binaries.missing(controller_manager=False)
     if missing:
         raise SystemExit(f"real-server binaries missing; build them with: {BUILD_COMMAND}")
     return start_cluster(
@@ -138,10 +138,8 @@ def build(
     return time.monotonic() - t
 
 
-def start_operator(
-    cluster: RealCluster, policy_document: str, directory: Path, workers: int | None
-) -> Operator:
-    """The chart's RBAC for notify only, then the chart's controller as its ServiceAccount."""
+def operator_values(policy_document: str, workers: int | None) -> dict[str, Any]:
+    """The chart's values: notify only, the bench's policy, `workers` when given."""
     body = yaml.safe_load(policy_document)
     mode = body.pop("mode", "enforce")
     for key in ("apiVersion", "kind"):
@@ -149,8 +147,21 @@ def start_operator(
     values = chart_values(actions=("notify",), policy=body, reporters=[], mode=mode)
     if workers is not None:
         values["controller"] = {"workers": workers}
-    release = install(cluster, values)
+    return values
+
+
+def start_operator(
+    cluster: RealCluster, policy_document: str, directory: Path, workers: int | None
+) -> Operator:
+    """The chart's RBAC for notify only, then the chart's controller as its ServiceAccount."""
+    release = install(cluster, operator_values(policy_document, workers))
     return Operator(cluster, release, directory).start()
+
+
+def save_chart_rendering(policy_document: str, workers: int | None, path: Path) -> None:
+    """The chart rendered for `start_operator`'s values into `path`, for a machine without
+    Helm's library (tests/realserver/e2e_chart.py, RENDERED_ENV)."""
+    save_rendering(operator_values(policy_document, workers), path)
 
 
 def publisher_config(cluster: RealCluster) -> dict[str, Any]:

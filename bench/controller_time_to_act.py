@@ -82,7 +82,6 @@ def publish(cfg: dict[str, Any]) -> None:
     """Every job's rank 0 reporter, on a schedule: report k of job i at
     start + phase_i + k * interval; slow when k >= WARM_REPORTS and (k + i) % every == 0."""
     import kubernetes
-    from harness.clients import client_configuration
 
     from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
     from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
@@ -95,6 +94,8 @@ def publish(cfg: dict[str, Any]) -> None:
         conf.api_key = {"authorization": cfg["token"]}
         conf.api_key_prefix = {"authorization": "Bearer"}
     else:
+        from harness.clients import client_configuration  # the harness's (needs kmock)
+
         conf = client_configuration(cfg["url"])
     api = kubernetes.client.ApiClient(conf)
     sent_log = open(cfg["sent_log"], "a", buffering=1) if cfg.get("sent_log") else None  # noqa: SIM115
@@ -635,9 +636,21 @@ def main() -> None:
     ap.add_argument("--label", default="")
     ap.add_argument("--save-logs", type=Path, default=None, help="keep the processes' logs here")
     ap.add_argument("--name", default="controller_time_to_act", help="results file name")
+    ap.add_argument(
+        "--save-chart",
+        type=Path,
+        default=None,
+        help="only render the chart for --server real's values into this JSON file (for a "
+        "machine without Helm's library: PACEKEEPER_CHART_RENDERED=FILE there)",
+    )
     args = ap.parse_args()
     if args.publish:
         publish(json.loads(args.publish))
+        return
+    if args.save_chart is not None:
+        import _real_world as rw
+
+        rw.save_chart_rendering(POLICY, args.workers, args.save_chart)
         return
     out = run_real(args) if args.server == "real" else run(args)
     path = ROOT / "bench" / "results" / f"{args.name}.json"

@@ -12,8 +12,9 @@ kernels a step) and launch-bound (600 a step), at interval 1 (every entry traced
 ``PACEKEEPER_KERNEL_SAMPLE_EVERY=1``) and at the defaults (the sampling rule). The
 launch of a simulated kernel costs far more than the report itself, so only the
 report is timed, wall and the thread's CPU time (the dev machine is shared, and its
-load moves both: compare runs made back to back). On the launch-bound step, buffers are handed over every 5 steps, as
-CUPTI's full buffers would be, outside the timed report. Figures: warm median and
+load moves both: compare runs made back to back). On the launch-bound step, buffers
+are handed over every 5 steps, as CUPTI's full buffers would be, outside the timed
+report. Figures: warm median and
 quartiles over the reports, and the medians of the report's phases (the backend's
 collect, in it the builder's ``add`` and ``take``, the payload build), and the Python
 function calls a report makes (cProfile over 10 more reports, untimed: a figure the

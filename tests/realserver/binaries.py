@@ -40,9 +40,9 @@ class KubeBinaries:
             etcd=Path(etcd) if etcd else _DEBIAN_ETCD,
         )
 
-    def missing(self) -> list[Path]:
-        return [
-            path
-            for path in (self.kube_apiserver, self.kube_controller_manager, self.etcd)
-            if not (path.is_file() and os.access(path, os.X_OK))
-        ]
+    def missing(self, controller_manager: bool = True) -> list[Path]:
+        """The binaries not there; without `controller_manager`, only the server's."""
+        wanted = (self.kube_apiserver, self.etcd)
+        if controller_manager:
+            wanted += (self.kube_controller_manager,)
+        return [path for path in wanted if not (path.is_file() and os.access(path, os.X_OK))]

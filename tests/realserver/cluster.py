@@ -305,7 +305,7 @@ def start_cluster(
     Installing CRDs first means the garbage collector watches their kinds from its first
     sync instead of after its next 30 s discovery round.
     """
-    missing = binaries.missing()
+    missing = binaries.missing(controller_manager)
     if missing:
         raise FileNotFoundError(f"missing binaries: {', '.join(map(str, missing))}")
     # tmpfs when there is one: etcd fsyncs every write.

@@ -7,11 +7,18 @@ scenario starts only once the server's authorizer grants every rule (RBAC reache
 authorizer through an informer, a moment after the write). `uninstall` removes them, so
 the next scenario has no right left over from this one. The Deployment's command, its
 environment and the rendered policy document are kept for `e2e_operator`.
+
+Where Helm's Go library is not installed (a GPU machine reached through the device tool
+carries no 244 MB helm-python-sdk), `$PACEKEEPER_CHART_RENDERED` names a JSON file of
+renderings made beforehand by `save_rendering` on a machine that has it; a rendering for
+values it does not hold is an error, never a stale guess.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -29,6 +36,7 @@ ACTIONS = ("notify", "restartRank", "taintNode", "cordonNode", "drainNode")
 _GRANT_TIMEOUT_S = 30.0
 
 Manifest = dict[str, Any]
+RENDERED_ENV = "PACEKEEPER_CHART_RENDERED"
 
 
 @cache
@@ -81,9 +89,31 @@ class ChartRelease:
     operator: ServiceAccountIdentity
 
 
+def _rendering_key(values: Mapping[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True)
+
+
+def save_rendering(values: Mapping[str, Any], path: Path) -> None:
+    """Add the chart's rendering for `values` to the JSON file `path` (see RENDERED_ENV)."""
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    saved[_rendering_key(values)] = chart_render().render(dict(values))
+    path.write_text(json.dumps(saved))
+
+
+def _objects(values: Mapping[str, Any]) -> list[Manifest]:
+    path = os.environ.get(RENDERED_ENV)
+    if not path:
+        return list(chart_render().render(dict(values)))
+    saved = json.loads(Path(path).read_text())
+    key = _rendering_key(values)
+    if key not in saved:
+        raise LookupError(f"{RENDERED_ENV}={path} holds no rendering for the values {key}")
+    return list(saved[key])
+
+
 def render(values: Mapping[str, Any]) -> ChartRelease:
-    objects: list[Manifest] = chart_render().render(dict(values))
-    if chart_render().NAMESPACE != CHART_NAMESPACE:
+    objects = _objects(values)
+    if not os.environ.get(RENDERED_ENV) and chart_render().NAMESPACE != CHART_NAMESPACE:
         raise AssertionError("identities.CHART_NAMESPACE differs from chart_render.NAMESPACE")
     order = {kind: i for i, kind in enumerate(RBAC_KINDS)}
     # `helm test` hooks (the metrics test's ServiceAccount and binding) are not installed.

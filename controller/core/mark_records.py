@@ -86,9 +86,8 @@ def reconcile(run: Run) -> None:
                 else:
                     del marks[kind]  # never applied and no longer allowed to be
         nodes[name] = replace(ns, marks=marks, cooldown_until=cooldown_until, cooldown_cause=cause)
-    for name, nv in run.view.nodes.items():
-        if not nv.our_marks:
-            continue
+    for name in run.view.marked:
+        nv = run.view.nodes[name]
         known = nodes.get(name) or NodeState()
         orphans = {
             k: MarkRecord(

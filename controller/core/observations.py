@@ -87,9 +87,9 @@ class ClusterView:
     total_nodes: int | None = None
     """Nodes in the cluster for percentage budgets; None: ``len(nodes)``."""
     marked: tuple[NodeName, ...] = field(init=False)
-    """The nodes carrying marks of ours, in ``nodes``' order: found once per view, which the operator shares
-    across reconciles until a node changes, not once per decision over every node of
-    the cluster (32,000 in the time-to-act bench)."""
+    """The nodes carrying marks of ours, in ``nodes``' order: found once per view (the
+    operator shares one across reconciles until a node changes), not once per decision
+    over every node of the cluster (32,000 in the time-to-act bench)."""
 
     def __post_init__(self) -> None:
         marked = tuple(name for name, nv in self.nodes.items() if nv.our_marks)

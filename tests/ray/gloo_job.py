@@ -34,8 +34,11 @@ def main() -> None:
     for step in range(steps):
         start = time.perf_counter()
         # Compute only: the all-reduce makes every rank wait for the slowest one.
+        # Long enough that a few ms of scheduling delay on a busy 2-core machine (4 ranks
+        # and a Ray actor restarting beside them) cannot move a healthy rank's score of
+        # a 2-step window below 0.75: at 10 ms, one late wake-up read 0.58 in CI.
         with Detector.detection_section("compute", profile_cuda=False):
-            time.sleep(0.03 if rank == slow_rank else 0.01)
+            time.sleep(0.15 if rank == slow_rank else 0.05)
         dist.all_reduce(x)
         step_times.append(time.perf_counter() - start)
         if (step + 1) % report_every == 0:

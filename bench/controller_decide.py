@@ -17,13 +17,24 @@ is the reconciling thread's own CPU time (``time.thread_time``: the harness's sh
 the process is not in it).
 
 Run: .venv/bin/python bench/controller_decide.py [ranks]
+     .venv/bin/python bench/controller_decide.py [ranks] --baseline DIR [--rounds 5]
+
+``--baseline DIR`` times ``decide`` side by side with another checkout (e.g. a ``git
+worktree`` of the commit before a change): each round runs both, in fresh processes, one
+after the other in alternating order; a case's figure is the median over rounds of each
+round's median, and the table gives ours / baseline. The reconcile part is left out.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -108,8 +119,8 @@ def timed(fn: Callable[[], object]) -> tuple[float, float]:
     return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
 
 
-def main() -> None:
-    ranks = int(sys.argv[1]) if len(sys.argv) > 1 else 16_384
+def cases(ranks: int) -> list[dict[str, Any]]:
+    """Each policy kind x case: its outcome and decide's median and p95 (ms)."""
     rng = random.Random(0)
     nodes = {
         NodeName(f"gpu-{n:05d}"): NodeView(NodeName(f"gpu-{n:05d}")) for n in range(ranks // 8)
@@ -164,12 +175,63 @@ def main() -> None:
                     "goal": "ok" if median / max(new, 1) < GOAL_MS else "MISSED",
                 }
             )
+    return rows
+
+
+def main(ranks: int) -> None:
     emit(
         "controller_decide",
-        rows,
+        cases(ranks),
         title=f"engine.decide on one {ranks:,}-rank job (goal < {GOAL_MS:g} ms per report)",
         meta={"ranks": ranks, "repeats": REPEATS, "sections": len(SECTIONS), "goal_ms": GOAL_MS},
     )
+
+
+def _links(src: Path, tmp: Path) -> str:
+    """A PYTHONPATH entry under which ``pacekeeper`` is the checkout at ``src``."""
+    links = tmp / src.name / "pacekeeper"
+    links.mkdir(parents=True)
+    for part in ("controller", "detector", "cupti_ext"):
+        (links / part).symlink_to(src.resolve() / part)
+    return str(links.parent)
+
+
+def compare(ranks: int, baseline: Path, rounds: int) -> None:
+    """``cases`` of this checkout and of ``baseline``, interleaved over ``rounds``."""
+    ours_src = Path(__file__).resolve().parents[1]
+    runs: dict[str, list[list[dict[str, Any]]]] = {"ours": [], "baseline": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {"ours": _links(ours_src, Path(tmp) / "o"),
+                 "baseline": _links(baseline, Path(tmp) / "b")}  # fmt: skip
+        for k in range(rounds):
+            for side in ("ours", "baseline") if k % 2 == 0 else ("baseline", "ours"):
+                env = {**os.environ, "PYTHONPATH": paths[side]}
+                out = subprocess.run(
+                    [sys.executable, __file__, str(ranks), "--cases-json"],
+                    env=env, check=True, capture_output=True, text=True,
+                )  # fmt: skip
+                runs[side].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    rows = []
+    for i, row in enumerate(runs["ours"][0]):
+        ours = statistics.median(r[i]["median ms"] for r in runs["ours"])
+        base = statistics.median(r[i]["median ms"] for r in runs["baseline"])
+        new = max(row["new"], 1)
+        rows.append({
+            "score": row["score"], "case": row["case"], "listed": row["listed"],
+            "outcome": row["outcome"],
+            "baseline outcome": runs["baseline"][0][i]["outcome"],
+            "baseline ms": round(base, 2), "ours ms": round(ours, 2),
+            "ours/baseline": round(ours / base, 2),
+            "goal": "ok" if ours / new < GOAL_MS else "MISSED",
+        })  # fmt: skip
+    emit(
+        "controller_decide_compare",
+        rows,
+        title=f"engine.decide on one {ranks:,}-rank job, ours vs {baseline} "
+        f"(median of {rounds} interleaved rounds; goal < {GOAL_MS:g} ms per report)",
+        meta={"ranks": ranks, "repeats": REPEATS, "rounds": rounds, "baseline": str(baseline),
+              "goal_ms": GOAL_MS},
+    )  # fmt: skip
 
 
 def reconcile_bench(ranks: int) -> None:
@@ -287,5 +349,16 @@ def reconcile_bench(ranks: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
-    reconcile_bench(int(sys.argv[1]) if len(sys.argv) > 1 else 16_384)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("ranks", nargs="?", type=int, default=16_384)
+    ap.add_argument("--baseline", type=Path, default=None, help="a checkout to compare with")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cases-json", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.cases_json:  # one side of --baseline, in a process of its own
+        print(json.dumps(cases(args.ranks)))
+    elif args.baseline is not None:
+        compare(args.ranks, args.baseline, args.rounds)
+    else:
+        main(args.ranks)
+        reconcile_bench(args.ranks)

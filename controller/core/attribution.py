@@ -18,7 +18,7 @@ from typing import assert_never
 
 import numpy as np
 
-from pacekeeper.controller.core import peers
+from pacekeeper.controller.core import peers, rank_columns
 from pacekeeper.controller.core.ids import NodeName, Rank
 from pacekeeper.controller.core.policy import Policy, ScoreKind, ScoreSelector
 from pacekeeper.controller.core.state import HistoryEntry
@@ -201,16 +201,14 @@ def _worst(r: RankScores) -> float | None:
     return low
 
 
-def samples_getter(sel: ScoreSelector) -> Callable[[RankScores], int]:
-    match sel.kind:
-        case ScoreKind.GPU_RELATIVE | ScoreKind.GPU_INDIVIDUAL:
-            return lambda r: r.kernel_samples
-        case ScoreKind.SECTION_RELATIVE | ScoreKind.SECTION_INDIVIDUAL:
-            return lambda r: r.section_samples
-        case ScoreKind.WORST:
-            return lambda r: r.kernel_samples + r.section_samples
-        case _:
-            assert_never(sel.kind)
+_SAMPLES: dict[ScoreKind, tuple[str, ...]] = {
+    ScoreKind.GPU_RELATIVE: ("kernel_samples",),
+    ScoreKind.GPU_INDIVIDUAL: ("kernel_samples",),
+    ScoreKind.SECTION_RELATIVE: ("section_samples",),
+    ScoreKind.SECTION_INDIVIDUAL: ("section_samples",),
+    ScoreKind.WORST: ("kernel_samples", "section_samples"),
+}
+"""The sample counts a score kind is built from (``persistence.minSamples`` reads them)."""
 
 
 def digest(
@@ -226,52 +224,50 @@ def digest(
     the selected one) is; otherwise it is Unknown too.
     """
     judged = peers.judge(report, policy, score_getter(policy.score), calibration)
-    samples = samples_getter(policy.score)
+    ranks = report.ranks
     act = policy.thresholds.act
     min_samples = policy.persistence.min_samples
-    below: dict[int, float] = {}
-    ok_count = 0
-    unknown: list[int] = []
-    insufficient: list[int] = []
+    # Array work, not a loop per rank: this runs on every rank of every report, and at
+    # 16,384 ranks a Python loop with a node lookup per rank cost as much as the scoring.
+    values = judged.values
+    known = ~np.isnan(values)
+    if min_samples:
+        counts = rank_columns.ints(ranks, *_SAMPLES[policy.score.kind])
+        usable = known & (counts >= min_samples)
+    else:
+        usable = known
+    with np.errstate(invalid="ignore"):
+        low = usable & (values < act)
+    # Nodes in the order the report first names them (ranks of a node come together).
+    names = [r.node for r in ranks]
+    index = {name: i for i, name in enumerate(dict.fromkeys(names))}
+    code = np.fromiter(map(index.__getitem__, names), np.int64, len(names))
+    per_node = np.bincount(code, minlength=len(index)).tolist()
+    measured_per = np.bincount(code[usable], minlength=len(index)).tolist()
+    node_min = np.full(len(index), np.inf)
+    np.minimum.at(node_min, code[usable], values[usable])
     nodes: dict[NodeName, NodeDigest] = {}
+    for name, n, m, lo in zip(index, per_node, measured_per, node_min.tolist(), strict=True):
+        nodes[NodeName(name)] = NodeDigest(n, m, n - m, [], lo if m else None)
+    below: dict[int, float] = {}
     node_of: dict[int, NodeName] = {}
     pod_of: dict[int, str] = {}
+    for i, s in zip(np.flatnonzero(low).tolist(), values[low].tolist(), strict=True):
+        r = ranks[i]
+        below[r.rank] = s
+        nodes[NodeName(r.node)].below.append(r.rank)
+        node_of[r.rank] = NodeName(r.node)
+        if r.pod:
+            pod_of[r.rank] = r.pod
+    unknown = [ranks[i].rank for i in np.flatnonzero(~known).tolist()]
+    insufficient = [ranks[i].rank for i in np.flatnonzero(known & ~usable).tolist()]
     worst_rank: int | None = None
     worst_score: float | None = None
-    last_node = None
-    nd = NodeDigest()
-    # The hot loop (once per rank per report): ranks of a node come together, so the
-    # node's digest is looked up once per node, not once per rank.
-    for r, s in zip(report.ranks, judged.values, strict=True):
-        if r.node != last_node:
-            last_node = r.node
-            found = nodes.get(NodeName(last_node))
-            if found is None:
-                found = nodes[NodeName(last_node)] = NodeDigest()
-            nd = found
-        nd.ranks += 1
-        if s is None:
-            nd.unknown += 1
-            unknown.append(r.rank)
-            continue
-        if min_samples and samples(r) < min_samples:
-            nd.unknown += 1
-            insufficient.append(r.rank)
-            continue
-        nd.measured += 1
-        if nd.min_score is None or s < nd.min_score:
-            nd.min_score = s
-            if worst_score is None or s < worst_score:
-                worst_score, worst_rank = s, r.rank
-        if s < act:
-            below[r.rank] = s
-            nd.below.append(r.rank)
-            node_of[r.rank] = NodeName(last_node)
-            if r.pod:
-                pod_of[r.rank] = r.pod
-        else:
-            ok_count += 1
-    measured = len(below) + ok_count
+    if usable.any():
+        at = np.flatnonzero(usable)
+        i = int(at[np.argmin(values[at])])  # the first of the lowest, in report order
+        worst_rank, worst_score = ranks[i].rank, float(values[i])
+    measured = int(np.count_nonzero(usable))
     if report.truncated:
         _fill_truncated(report, act, nodes)
     return Digest(
@@ -357,7 +353,7 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
     # of the sections already: a section holding a collective then points at the rank
     # the others waited for, and the reported scores' spread around the fastest rank is
     # noise, not the shape this rule guards against.
-    waits_out = any(r.wait_share is not None for r in d.report.ranks)
+    waits_out = rank_columns.any_given(d.report.ranks, "wait_share")
     if reported >= cfg.job_wide_fraction and len(far) > 1 and not waits_out:
         # Most ranks far from the fastest as reported: the job's shape (named when it
         # lines up with a dimension) or a section holding a collective (all wait for

@@ -52,6 +52,7 @@ from pydantic.alias_generators import to_camel
 from pacekeeper.controller.core.ids import NodeName
 from pacekeeper.controller.core.peers import GpuCalibration
 from pacekeeper.controller.core.policy import HardwareMemorySettings, HardwareUse
+from pacekeeper.controller.core.rank_columns import any_true
 from pacekeeper.detector.score_report import ScoreReport
 
 MEMORY_VERSION = 1
@@ -439,7 +440,7 @@ def calibration(
     factors = np.ones(n, dtype=np.float64)
     known = np.zeros(n, dtype=np.bool_)
     nodes = memory.nodes
-    names = any(r.gpu_uuid for r in report.ranks)
+    names = any_true(report.ranks, "gpu_uuid")
     for i, r in enumerate(report.ranks if names else ()):
         if r.gpu_uuid is None:
             continue

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pacekeeper.controller.core.rank_columns import any_given, any_true
 from pacekeeper.detector.score_report import PeerSummary, RankScores, peer_key
 
 F64 = npt.NDArray[np.float64]
@@ -43,7 +44,7 @@ class Groups:
 
     @classmethod
     def of(cls, ranks: Sequence[RankScores]) -> Groups:
-        if all(r.group is None and not r.coords for r in ranks):  # no topology: one job
+        if not any_given(ranks, "group") and not any_true(ranks, "coords"):  # one job
             return cls([""], [np.arange(len(ranks), dtype=np.int64)])
         index: dict[str, list[int]] = {}
         for i, r in enumerate(ranks):

@@ -61,7 +61,7 @@ def test_a_slow_rank_is_judged_against_its_peers_median() -> None:
 
 def test_in_a_group_of_two_each_rank_is_compared_with_the_other() -> None:
     report = topo_report({0: 1.0, 1: 0.6}, seq=1, at=T0)
-    judged = _judge(report).values
+    judged = _judge(report).scores()
     assert judged == [1.0, 0.6]  # not 0.6 / median(1.0, 0.6) = 0.75
 
 
@@ -69,10 +69,10 @@ def test_a_rank_within_its_peers_spread_is_not_slow() -> None:
     # Sequence-length imbalance: peers spread widely; 0.55 vs a median of ~0.77 is 0.71
     # of it, below act, but well within three robust spreads of the group.
     scores = {r: 0.5 + 0.5 * r / 63 for r in range(64)}
-    judged = _judge(topo_report(scores, seq=1, at=T0)).values
+    judged = _judge(topo_report(scores, seq=1, at=T0)).scores()
     assert judged[3] == 0.8  # raised to act: not slow, not recovered
     off = {**GPU, "score": {**GPU["score"], "minDeviations": None}}
-    assert _judge(topo_report(scores, seq=1, at=T0), off).values[3] < 0.8
+    assert _judge(topo_report(scores, seq=1, at=T0), off).scores()[3] < 0.8
 
 
 def test_peers_come_from_the_group_then_the_coordinates_then_the_whole_job() -> None:
@@ -85,7 +85,7 @@ def test_peers_come_from_the_group_then_the_coordinates_then_the_whole_job() -> 
 
 def test_a_rank_without_a_peer_has_no_relative_score() -> None:
     report = topo_report({0: 1.0, 1: 0.5}, seq=1, at=T0, groups={0: "a", 1: "b"})
-    assert _judge(report).values == [None, None]
+    assert _judge(report).scores() == [None, None]
 
 
 def _plain(values: list[float | None], keys: list[str], act: float, k: float | None) -> list:
@@ -139,7 +139,7 @@ def test_the_vectorised_reference_matches_a_plain_loop(data) -> None:  # type: i
             "ranks": [r.model_copy(update={"gpu_relative": data[r.rank][1]}) for r in report.ranks]
         }
     )
-    got = _judge(report).values
+    got = _judge(report).scores()
     want = _plain([v for _, v in data], [f"group={g}" for g, _ in data], 0.8, 3.0)
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
@@ -151,8 +151,8 @@ def test_a_bounded_report_judges_its_listed_ranks_against_all_their_peers() -> N
     full = topo_report(fleet, seq=1, at=T0)
     small = full.compact(max_bytes=60_000)
     assert small.truncated and len(small.ranks) < 1000
-    whole = dict(zip([r.rank for r in full.ranks], _judge(full).values, strict=True))
-    listed = dict(zip([r.rank for r in small.ranks], _judge(small).values, strict=True))
+    whole = dict(zip([r.rank for r in full.ranks], _judge(full).scores(), strict=True))
+    listed = dict(zip([r.rank for r in small.ranks], _judge(small).scores(), strict=True))
     for rank, v in listed.items():
         assert v is not None and math.isclose(v, whole[rank] or 0, abs_tol=2e-3), rank
     assert listed[10] < 0.5
@@ -211,8 +211,8 @@ def test_a_slow_rank_that_also_waits_for_a_slower_one_is_no_victim() -> None:
         topo_report(scores, seq=1, at=T0, waits=waits), {**GPU, "score": {"kind": "gpuRelative"}}
     )
     assert judged.victims == {}
-    assert judged.values[2] is not None and judged.values[2] < 0.8
-    assert judged.values[5] is not None and judged.values[5] < 0.8
+    assert judged.scores()[2] is not None and judged.scores()[2] < 0.8
+    assert judged.scores()[5] is not None and judged.scores()[5] < 0.8
 
 
 def test_a_slow_gpu_that_waits_for_a_slower_one_is_judged_by_its_gpu_score() -> None:
@@ -226,8 +226,8 @@ def test_a_slow_gpu_that_waits_for_a_slower_one_is_judged_by_its_gpu_score() -> 
     for kind in ("gpuRelative", "worst"):
         judged = _judge(report, {**GPU, "score": {"kind": kind}})
         assert judged.victims == {}, kind
-        assert judged.values[3] is not None and judged.values[3] < 0.8, kind
-        assert judged.values[7] is not None and judged.values[7] < 0.8, kind
+        assert judged.scores()[3] is not None and judged.scores()[3] < 0.8, kind
+        assert judged.scores()[7] is not None and judged.scores()[7] < 0.8, kind
     # The same shape in a section that holds the collective: rank 3 waited, a victim.
     sections = topo_report(scores | {3: 0.7}, seq=1, at=T0, waits=waits, section="backward")
     judged = _judge(sections, STEP)

@@ -38,8 +38,11 @@ CONFIRM_GRACE = timedelta(seconds=120)
 def reconcile(run: Run) -> None:
     """Confirm our marks, notice the ones someone else removed (respect it: cooldown,
     no fight), re-issue ones never applied, and adopt ours we have no record of."""
-    nodes = dict(run.cluster.nodes)
+    nodes = run.cluster.nodes
+    copied = False  # copy on first change: most reconciles change no node's record
     for name, ns in run.cluster.nodes.items():
+        if not ns.marks:
+            continue  # a cooldown alone: nothing to confirm
         nv = run.view.nodes.get(name)
         if nv is None:
             continue  # not observed this time: nothing can be concluded
@@ -85,6 +88,10 @@ def reconcile(run: Run) -> None:
                         )
                 else:
                     del marks[kind]  # never applied and no longer allowed to be
+        if marks == ns.marks and (cooldown_until, cause) == (ns.cooldown_until, ns.cooldown_cause):
+            continue
+        if not copied:
+            nodes, copied = dict(nodes), True
         nodes[name] = replace(ns, marks=marks, cooldown_until=cooldown_until, cooldown_cause=cause)
     for name in run.view.marked:
         nv = run.view.nodes[name]
@@ -103,8 +110,11 @@ def reconcile(run: Run) -> None:
         if orphans:
             # Ours by annotation but unknown to our state: count them against the
             # budgets and leave them for a human (nobody's ladder holds them).
+            if not copied:
+                nodes, copied = dict(nodes), True
             nodes[name] = replace(known, marks={**known.marks, **orphans})
-    run.cluster = replace(run.cluster, nodes=nodes)
+    if copied:
+        run.cluster = replace(run.cluster, nodes=nodes)
 
 
 def _policy_or_default(run: Run, name: str) -> Policy:

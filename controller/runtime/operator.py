@@ -29,6 +29,7 @@ from typing import Any
 
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.policy import Mode, PolicyDocument
+from pacekeeper.controller.runtime import watch_json
 from pacekeeper.controller.runtime.diff_base import status_free_diff_base
 from pacekeeper.controller.runtime.leader import LeaseElector
 from pacekeeper.controller.runtime.metrics import ControllerMetrics
@@ -401,6 +402,8 @@ def _run_kopf(registry: Any, stop: StopRequest, ready_flag: threading.Event | No
     """``kopf.run``, spelled out as Kopf's own ``spawn_tasks`` + ``run_tasks`` so that our
     signal handlers replace the ones Kopf adds to its loop."""
     import kopf
+
+    watch_json.install()
 
     async def operate() -> None:
         before = frozenset(asyncio.all_tasks())

@@ -1,9 +1,12 @@
 """What the operator spends beside its decisions: Kopf's diff base (its essence exactly, without
-deep-copying status) and the collector (the long-lived heap frozen once the cache settled)."""
+deep-copying status), the collector (the long-lived heap frozen once the cache settled), and
+the watch streams' JSON decoder (pydantic-core's, the standard library's answers)."""
 
 from __future__ import annotations
 
 import copy
+import json
+import math
 from typing import Any
 
 import kopf
@@ -11,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pacekeeper.controller.runtime import watch_json
 from pacekeeper.controller.runtime.diff_base import status_free_diff_base
 
 
@@ -115,3 +119,72 @@ def test_the_heap_is_frozen_once_the_watches_confirmed_the_cache() -> None:
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down (1 and 1.0 differ here)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return bool(a == b)
+
+
+@given(value=json_values)
+def test_the_watch_decoder_gives_what_the_json_module_gives(value: Any) -> None:
+    text = json.dumps({"type": "MODIFIED", "object": value})
+    assert _same(watch_json.loads(text), json.loads(text))
+    assert _same(watch_json.loads(text.encode()), json.loads(text.encode()))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\ud800"',  # a lone surrogate: the json module keeps it
+        '{"a": NaN, "b": -Infinity}',  # the json module's extensions
+        '{"a": 1, "a": 2}',  # the last of a repeated key
+        "123456789012345678901234567890123456789",  # beyond 64 bits
+        '{"x": 1e400}',  # beyond a double
+    ],
+)
+def test_the_watch_decoder_gives_what_the_json_module_gives_at_the_edges(text: str) -> None:
+    assert _same(watch_json.loads(text), json.loads(text))
+
+
+def test_text_that_is_not_json_raises_the_json_modules_error() -> None:
+    with pytest.raises(json.JSONDecodeError):
+        watch_json.loads('{"type": "MODIFIED", "object": ')
+
+
+def test_kopf_decodes_its_watch_streams_through_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kopf._cogs.clients import api
+
+    monkeypatch.setattr(api, "json", json)
+    assert watch_json.install()
+    assert api.json.loads is watch_json.loads
+    assert api.json.dumps is json.dumps  # the rest of the module as it was
+    assert watch_json.install()  # twice is once
+
+
+def test_a_kopf_laid_out_otherwise_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kopf._cogs.clients import api
+
+    other = object()
+    monkeypatch.setattr(api, "json", other)
+    assert not watch_json.install()
+    assert api.json is other

@@ -38,8 +38,8 @@ CONFIRM_GRACE = timedelta(seconds=120)
 def reconcile(run: Run) -> None:
     """Confirm our marks, notice the ones someone else removed (respect it: cooldown,
     no fight), re-issue ones never applied, and adopt ours we have no record of."""
-    nodes = run.cluster.nodes
-    copied = False  # copy on first change: most reconciles change no node's record
+    nodes: dict[NodeName, NodeState] | None = None  # copied at the first change: most
+    # reconciles change no node's record
     for name, ns in run.cluster.nodes.items():
         if not ns.marks:
             continue  # a cooldown alone: nothing to confirm
@@ -90,12 +90,12 @@ def reconcile(run: Run) -> None:
                     del marks[kind]  # never applied and no longer allowed to be
         if marks == ns.marks and (cooldown_until, cause) == (ns.cooldown_until, ns.cooldown_cause):
             continue
-        if not copied:
-            nodes, copied = dict(nodes), True
+        if nodes is None:
+            nodes = dict(run.cluster.nodes)
         nodes[name] = replace(ns, marks=marks, cooldown_until=cooldown_until, cooldown_cause=cause)
     for name in run.view.marked:
         nv = run.view.nodes[name]
-        known = nodes.get(name) or NodeState()
+        known = (run.cluster.nodes if nodes is None else nodes).get(name) or NodeState()
         orphans = {
             k: MarkRecord(
                 applied_at=run.now,
@@ -110,10 +110,10 @@ def reconcile(run: Run) -> None:
         if orphans:
             # Ours by annotation but unknown to our state: count them against the
             # budgets and leave them for a human (nobody's ladder holds them).
-            if not copied:
-                nodes, copied = dict(nodes), True
+            if nodes is None:
+                nodes = dict(run.cluster.nodes)
             nodes[name] = replace(known, marks={**known.marks, **orphans})
-    if copied:
+    if nodes is not None:
         run.cluster = replace(run.cluster, nodes=nodes)
 
 

@@ -8,7 +8,7 @@ registry is served (who may read it, over what) is ``metrics_serving.py``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -61,6 +61,17 @@ class ControllerMetrics:
             registry=r,
         )
         self.leader = Gauge("pacekeeper_leader", "1 while this replica leads.", registry=r)
+        self.queue_depth = Gauge(
+            "pacekeeper_queue_depth",
+            "Jobs due for a reconcile that no worker has taken yet (not-yet-due timers "
+            "left out): above the worker count for long, the controller is behind.",
+            registry=r,
+        )
+        self.queue_longest_wait = Gauge(
+            "pacekeeper_queue_longest_wait_seconds",
+            "How long the longest-waiting due job has waited for a worker.",
+            registry=r,
+        )
         self.hardware_nodes = Gauge(
             "pacekeeper_hardware_nodes",
             "Nodes the memory of hardware remembers (docs/controller.md).",
@@ -80,6 +91,11 @@ class ControllerMetrics:
             ["reason"],
             registry=r,
         )
+
+    def watch_queue(self, backlog: Callable[[], tuple[int, float]]) -> None:
+        """Queue gauges read at each scrape from ``backlog`` (``WorkQueue.backlog``)."""
+        self.queue_depth.set_function(lambda: backlog()[0])
+        self.queue_longest_wait.set_function(lambda: backlog()[1])
 
     def show_budgets(self, usage: Mapping[str, tuple[int, int | None]]) -> None:
         """Budget gauges from ``budgets.cluster_usage``; an unlimited scope has no limit

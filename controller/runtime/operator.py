@@ -155,6 +155,7 @@ def build_registry(
         settings.networking.connect_timeout = 10
         loop = asyncio.get_running_loop()
         state["queue"] = WorkQueue(loop.time)
+        reconciler.metrics.watch_queue(state["queue"].backlog)
         tasks = []
         if reconciler.cache is not None and not reconciler.cache.primed:
             await calls.run(_prime, reconciler)

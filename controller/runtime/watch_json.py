@@ -54,5 +54,5 @@ def install() -> bool:
     if current is not json:
         logger.warning("kopf's client module moved: watch events decoded by the json module")
         return False
-    api.json = _namespace()  # type: ignore[attr-defined]
+    api.json = _namespace()  # type: ignore[assignment,attr-defined]
     return True

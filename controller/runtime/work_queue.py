@@ -66,6 +66,14 @@ class WorkQueue:
     def in_flight(self) -> frozenset[JobKey]:
         return frozenset(self._active)
 
+    def backlog(self) -> tuple[int, float]:
+        """(jobs due by now that no worker has taken, seconds the longest of them waited).
+        Timers not yet due are not backlog. Safe from another thread (the metrics
+        server's): the due times are copied in one step under the GIL."""
+        now = self._time()
+        waits = [now - when for when in list(self._due.values()) if when <= now]
+        return len(waits), max(waits, default=0.0)
+
     async def next(self) -> JobKey:
         """The job due first, once due; it is in flight until ``done``."""
         while True:

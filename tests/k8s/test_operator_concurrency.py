@@ -277,3 +277,31 @@ def test_the_cache_answers_a_jobs_pods_and_one_shared_cluster_view() -> None:
     assert cache.unconfirmed() == 1  # n0 (n1 came through the watch)
     assert cache.sweep([], [node("n1")]) == 1
     assert set(cache.cluster_view().nodes) == {"n1"}
+
+
+def test_the_backlog_counts_due_jobs_no_worker_took_and_how_long_they_waited() -> None:
+    from pacekeeper.controller.runtime.metrics import ControllerMetrics
+
+    now = [100.0]
+
+    async def scenario() -> None:
+        queue = WorkQueue(lambda: now[0])
+        metrics = ControllerMetrics()
+        metrics.watch_queue(queue.backlog)
+        reg = metrics.registry
+        a, b, c = JobKey("ns/a"), JobKey("ns/b"), JobKey("ns/c")
+        queue.add(a)
+        queue.add(b, 1.0)
+        queue.add(c, 30.0)  # a timer: not due, not backlog
+        now[0] = 104.0
+        assert queue.backlog() == (2, 4.0)
+        assert reg.get_sample_value("pacekeeper_queue_depth") == 2
+        assert reg.get_sample_value("pacekeeper_queue_longest_wait_seconds") == 4.0
+        assert await queue.next() == a  # handed to a worker: no longer waiting
+        assert queue.backlog() == (1, 3.0)
+        queue.add(a)  # asked for again while in flight: waits for done, not for a worker
+        assert queue.backlog() == (1, 3.0)
+        assert await queue.next() == b
+        assert queue.backlog() == (0, 0.0)
+
+    asyncio.run(scenario())

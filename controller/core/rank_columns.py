@@ -8,20 +8,20 @@ wait share, a GPU name, a peer group?"); a generator expression over the ranks c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
-from operator import attrgetter, is_
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
 
 from pacekeeper.detector.score_report import RankScores
 
-_is_none = partial(is_, None)
-
 
 def any_given(ranks: Sequence[RankScores], field: str) -> bool:
     """Some rank's ``field`` is not None (a 0.0 counts as given)."""
-    return not all(map(_is_none, map(attrgetter(field), ranks)))
+    # The column, then a C count of its Nones: faster than a short-circuiting scan that
+    # calls a function per rank, since the common answer (nothing given) reads them all.
+    column = list(map(attrgetter(field), ranks))
+    return column.count(None) != len(column)
 
 
 def any_true(ranks: Sequence[RankScores], field: str) -> bool:

@@ -9,6 +9,8 @@ of B/A. Modes, all in the same run and on the same steps:
   bare_cupti    CUPTI CONCURRENT_KERNEL tracing, cupti-python callback only counting records
   ours_i1       pacekeeper Detector, profiling_interval=1, every entry traced
   ours_default  pacekeeper Detector with its defaults
+  ours_*_forced the same two with a report's fence flushing CUPTI forced
+                (PACEKEEPER_REPORT_FLUSH=forced; plain first since 2026-12-02)
   ours_*_driver the same two with driver-call section markers (PACEKEEPER_KERNEL_MARKER=
                 driver: the fallback where memset markers cannot be used)
   ours_i1_markers  ours_i1 with its buffers only counted, not decoded: the cost of

@@ -39,6 +39,7 @@ from .cupti_env import (
     injected_tool,
     load_cupti,
     marker_modes_from_env,
+    report_flush_forced_from_env,
     sample_every_from_env,
     torch_profiler_probe,
 )
@@ -60,6 +61,8 @@ class CuptiBackend:
     self_check_timeout_s = 0.25
     """How long start-up waits for the self-check marker's record (after a forced flush,
     per marker tried)."""
+    plain_flush_grace_s = 0.01
+    """How long a report's fence waits after a plain flush before forcing one."""
     fence_timeout_s = 0.25
     """How long ``collect`` waits for its fence marker's record (per flush kind)."""
 
@@ -83,6 +86,7 @@ class CuptiBackend:
     ) -> None:
         fixed = sample_every_from_env() if sample_every is None else sample_every
         modes = marker_modes_from_env()
+        self.report_flush_forced = report_flush_forced_from_env()
         if fixed is not None and fixed < 1:
             raise ValueError(f"sample_every={fixed} must be >= 1")
         self.adaptive_sampling = fixed is None
@@ -369,14 +373,16 @@ class CuptiBackend:
                 self._ungate()
             marked, book = self._serial, self._builder.book
             # The detector synchronizes before collecting, so every kernel has finished
-            # and a forced flush hands over complete records at once; the wait is for
-            # the fence and every marker made before it (they may come after it).
+            # and a plain flush hands over complete records (NVRx's report flushes
+            # plain too); forced only if the fence is not in by the grace. The wait is
+            # for the fence and every marker made before it (they may come after it).
             if live and not self._session.fence(
                 self._marker,
                 self.fence_timeout_s,
                 gated=self._gated,
-                forced=True,
+                forced=self.report_flush_forced,
                 ready=lambda: book.known_through >= marked,
+                plain_grace_s=self.plain_flush_grace_s,
             ):
                 self._fail("fence", TimeoutError("CUPTI buffers not delivered in time"))
             t1 = time.perf_counter()

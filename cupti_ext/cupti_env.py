@@ -21,6 +21,9 @@ one of N outermost section entries."""
 INJECTION_ENV = ("CUDA_INJECTION64_PATH", "NSYS_PROFILING_SESSION_ID", "NV_NSIGHT_INJECTION")
 MARKER_ENV = "PACEKEEPER_KERNEL_MARKER"
 BUFFER_ENV = "PACEKEEPER_CUPTI_BUFFER_KIB"
+REPORT_FLUSH_ENV = "PACEKEEPER_REPORT_FLUSH"
+"""``plain`` (the default) or ``forced``: how a report's fence asks CUPTI for its buffers
+(``CuptiSession.fence``)."""
 _BUFFER_KIB_RANGE = (64, 1 << 16)
 MARKER_MODES = ("memset", "api", "driver")
 """How section markers reach CUPTI's records (see CuptiSession.choose_marker)."""
@@ -152,6 +155,15 @@ def buffer_bytes_from_env(environ: dict[str, str] | None = None) -> int | None:
     return kib << 10
 
 
+def report_flush_forced_from_env(environ: dict[str, str] | None = None) -> bool:
+    """Whether a report's fence flushes CUPTI's buffers forced (``forced``) rather than
+    plain first (``plain``, unset)."""
+    raw = (os.environ if environ is None else environ).get(REPORT_FLUSH_ENV, "").strip().lower()
+    if raw not in ("", "plain", "forced"):
+        raise ValueError(f"{REPORT_FLUSH_ENV}={raw!r} is not one of plain, forced")
+    return raw == "forced"
+
+
 def sample_every_from_env(environ: dict[str, str] | None = None) -> int | None:
     """A fixed N from the environment, or None for the adaptive rule (unset, ``auto``)."""
     raw = (os.environ if environ is None else environ).get(SAMPLE_EVERY_ENV, "").strip()
@@ -173,6 +185,7 @@ __all__ = [
     "INJECTION_ENV",
     "MARKER_ENV",
     "MARKER_MODES",
+    "REPORT_FLUSH_ENV",
     "SAMPLE_EVERY_ENV",
     "CuptiConflict",
     "CuptiUnavailable",
@@ -180,6 +193,7 @@ __all__ = [
     "injected_tool",
     "load_cupti",
     "marker_modes_from_env",
+    "report_flush_forced_from_env",
     "sample_every_from_env",
     "torch_profiler_probe",
     "watch_profiler_prepare",

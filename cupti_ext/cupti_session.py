@@ -315,6 +315,7 @@ class CuptiSession:
         gated: bool,
         forced: bool = False,
         ready: Callable[[], bool] | None = None,
+        plain_grace_s: float | None = None,
     ) -> bool:
         """Emit a fence marker, flush, and wait until our callback has processed it
         (and, with ``ready``, until that says so too: every section marker made before
@@ -324,7 +325,10 @@ class CuptiSession:
         CUPTI may hand buffers over on its own thread after a flush returns (and that
         thread needs the GIL), so a flush alone does not mean the records were seen.
         ``forced`` flushes incomplete buffers at once (start-up, where a missing record
-        must be found out quickly); otherwise a forced flush follows only a timeout.
+        must be found out quickly); otherwise a forced flush follows a wait of
+        ``plain_grace_s`` (a report's fence, after the detector synchronized: every
+        record is complete, and a plain flush hands them over without CUPTI's forced
+        walk of its buffers) or of ``timeout_s``.
         """
         c = self._c
         target = self._builder.fences_seen + 1
@@ -335,9 +339,11 @@ class CuptiSession:
             # holds nothing but tiny memsets, so waiting for it is short.
             self.memset.libcuda.cuStreamSynchronize(ctypes.c_void_p(self.memset.stream))
         t1 = time.perf_counter()
-        deadline = time.monotonic() + timeout_s
         c.activity_flush_all(1 if forced else 0)
         t2 = time.perf_counter()
+        first_wait = timeout_s if forced or plain_grace_s is None else plain_grace_s
+        deadline = time.monotonic() + first_wait
+        forced_after = 0.0
 
         def seen() -> bool:
             return self._builder.fences_seen >= target and (ready is None or ready())
@@ -349,12 +355,13 @@ class CuptiSession:
                         return True
                 if forced:
                     return self._builder.fences_seen >= target
-                forced = True
+                forced, forced_after = True, 1.0
                 # Never under our lock: a flush may run our callback in this thread.
                 c.activity_flush_all(1)
                 deadline = time.monotonic() + timeout_s
         finally:
             self.fence_parts = {
+                "forced_after_plain": forced_after,
                 "marker_ms": (t1 - t0) * 1e3,
                 "flush_ms": (t2 - t1) * 1e3,
                 "wait_ms": (time.perf_counter() - t2) * 1e3,

@@ -64,6 +64,7 @@ def select_backend(
         from .cupti_env import (
             buffer_bytes_from_env,
             marker_modes_from_env,
+            report_flush_forced_from_env,
             sample_every_from_env,
         )
         from .kernel_keys import comm_pattern_from_env
@@ -73,6 +74,7 @@ def select_backend(
         if "buffer_size" not in cupti_options:
             buffer_bytes_from_env()
         marker_modes_from_env()
+        report_flush_forced_from_env()
         comm_pattern_from_env()
     if choice == "none":
         return NoneBackend(), BackendChoice("none", asked)

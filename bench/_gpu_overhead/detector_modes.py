@@ -41,17 +41,21 @@ class Ours(SectionMode):
         marker: str = "auto",
         decode: bool = True,
         buffer_kib: int | None = None,
+        *,
+        forced_flush: bool = False,
     ) -> None:
         self.name = name
         self.sample_every = sample_every
         self.marker = marker
         self.decode = decode
         self.buffer_kib = buffer_kib
+        self.forced_flush = forced_flush
 
     def setup(self) -> None:
         from pacekeeper.detector import Detector
 
         os.environ["PACEKEEPER_KERNEL_MARKER"] = self.marker
+        os.environ["PACEKEEPER_REPORT_FLUSH"] = "forced" if self.forced_flush else "plain"
         if self.buffer_kib is not None:
             os.environ["PACEKEEPER_CUPTI_BUFFER_KIB"] = str(self.buffer_kib)
         else:

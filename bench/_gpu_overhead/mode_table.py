@@ -21,6 +21,9 @@ MODES: dict[str, Callable[[], Mode]] = {
     "ours_i1_vs_bare": OursVsBare,
     "ours_i1": lambda: Ours("ours_i1", 1),
     "ours_default": lambda: Ours("ours_default", None),
+    # A report's fence flushing CUPTI forced, as before 2026-12-02's second session.
+    "ours_i1_forced": lambda: Ours("ours_i1_forced", 1, forced_flush=True),
+    "ours_default_forced": lambda: Ours("ours_default_forced", None, forced_flush=True),
     "ours_i1_driver": lambda: Ours("ours_i1_driver", 1, marker="driver"),
     "ours_default_driver": lambda: Ours("ours_default_driver", None, marker="driver"),
     "ours_i1_markers": lambda: Ours("ours_i1_markers", 1, decode=False),

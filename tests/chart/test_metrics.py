@@ -35,6 +35,7 @@ def test_prometheus_rule_alerts_on_metrics_the_controller_exports() -> None:
     assert "pacekeeper_actions_total" in exprs["PacekeeperActionsFailing"]
     assert "pacekeeper_breaker_open" in exprs["PacekeeperBreakerOpen"]
     assert "pacekeeper_leader" in exprs["PacekeeperNoLeader"]
+    assert "pacekeeper_queue_longest_wait_seconds" in exprs["PacekeeperFallingBehind"]
     annotations = [r["annotations"]["summary"] for g in rule["spec"]["groups"] for r in g["rules"]]
     assert any("{{ $labels.action }}" in a for a in annotations)
 

@@ -63,6 +63,10 @@ class FakeCupti:
         self.deliver_after_s: float | None = None
         """Hand flushed buffers over on another thread this much later (None: at once,
         in the flushing thread)."""
+        self.plain_flush_delivers = True
+        """False: a flush that is not forced hands nothing over (a CUPTI that keeps its
+        buffers until they are full, or until forced)."""
+        self.flush_flags: list[int] = []
         self.markers_late = False
         """Kernel records in buffers of their own, handed over before the others
         (markers): a flush that is not forced hands over the kernels alone and keeps
@@ -113,7 +117,8 @@ class FakeCupti:
         return 0
 
     def activity_flush_all(self, flag: int) -> None:
-        if not self.records:
+        self.flush_flags.append(flag)
+        if not self.records or (not flag and not self.plain_flush_delivers):
             return
         records, self.records = self.records, []
         if self.markers_late:

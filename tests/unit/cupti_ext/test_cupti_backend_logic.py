@@ -404,7 +404,9 @@ def test_collect_tells_where_its_time_went(backend, fake, names):
     assert backend.collect().records == 3
     parts = backend.last_collect
     assert parts["buffers_in_fence"] == 1  # the fence's flush handed the records over
+    assert parts["forced_after_plain"] == 0.0  # the plain flush handed everything over
     assert set(parts) == {
+        "forced_after_plain",
         "fence_ms",
         "marker_ms",
         "flush_ms",
@@ -419,6 +421,38 @@ def test_collect_tells_where_its_time_went(backend, fake, names):
     assert 0 < parts["handling_in_fence_ms"] <= parts["flush_ms"]
     backend.collect()
     assert backend.last_collect["buffers_in_fence"] == 1  # the fence marker alone
+
+
+def test_a_report_flushes_plain_and_forces_only_what_a_plain_flush_kept(
+    monkeypatch, backend, fake, names
+):
+    monkeypatch.setattr(CuptiBackend, "fence_timeout_s", 5.0)  # the grace, not this, bounds it
+    step(backend, fake, "step", names["gemm"], 3)
+    fake.flush_flags.clear()
+    assert backend.collect().records == 3
+    assert fake.flush_flags == [0]  # the detector synchronized: a plain flush suffices
+    fake.plain_flush_delivers = False
+    step(backend, fake, "step", names["gemm"], 4)
+    fake.flush_flags.clear()
+    window = backend.collect()
+    assert (window.records, window.unattributed_records) == (4, 0)
+    assert fake.flush_flags == [0, 1]
+    parts = backend.last_collect
+    assert parts["forced_after_plain"] == 1.0
+    assert parts["wait_ms"] < 1000  # forced after the grace, not after the fence timeout
+    assert backend.failures == {}
+
+
+def test_a_report_flush_forced_by_setting(monkeypatch, fake, libcuda, names):
+    monkeypatch.setenv("PACEKEEPER_REPORT_FLUSH", "forced")
+    b = CuptiBackend(cupti_module=fake, libcuda=libcuda, sample_every=1)
+    try:
+        step(b, fake, "step", names["gemm"], 2)
+        fake.flush_flags.clear()
+        assert b.collect().records == 2
+        assert fake.flush_flags == [1]
+    finally:
+        b.shutdown()
 
 
 @pytest.mark.parametrize("buffers", [2, 5])

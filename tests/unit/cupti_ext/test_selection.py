@@ -104,6 +104,7 @@ def test_none_is_honoured_even_with_a_gpu(gpu):
             "16",
             "PACEKEEPER_CUPTI_BUFFER_KIB=16 must be between 64 and 65536 KiB",
         ),
+        ("PACEKEEPER_REPORT_FLUSH", "now", "PACEKEEPER_REPORT_FLUSH='now' is not one of plain"),
     ],
 )
 def test_bad_kernel_timing_settings_fail_at_selection_naming_the_variable(

@@ -2,7 +2,10 @@
 
 Usage: ``emit("detector_overhead", rows, title=..., meta={...})`` where ``rows`` is a list
 of flat dicts (same keys, in column order). The JSON keeps the rows plus ``meta``,
-the date, Python/platform and CPU count, so figures in docs can be traced to a run.
+the date, Python/platform and CPU count, so figures in docs can be traced to a run, and
+a speed probe: the development VM's speed has varied six-fold from one day to the next
+(docs/performance.md, the 16,384-rank decision), so a figure in ms says little without
+how fast the same Python ran a fixed piece of work at the time.
 """
 
 from __future__ import annotations
@@ -10,12 +13,30 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
+import statistics
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def speed_probe_ms(repeats: int = 7) -> float:
+    """Median time of a fixed pure-Python task (attribute reads, dict gets, a sort, a
+    JSON round trip: what the controller's and detector's Python does), in ms."""
+    rng = random.Random(0)
+    rows = [{"a": rng.random(), "b": rng.random(), "n": str(i)} for i in range(20_000)]
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        column = [r.get("a") for r in rows]
+        column.sort()
+        json.loads(json.dumps(rows[:2_000]))
+        times.append((time.perf_counter() - t) * 1e3)
+    return round(statistics.median(times), 2)
 
 
 def _cell(value: Any) -> str:
@@ -64,6 +85,7 @@ def emit(
             "python": sys.version.split()[0],
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
+            "speed_probe_ms": speed_probe_ms(),
         },
         "meta": meta or {},
         "rows": rows,

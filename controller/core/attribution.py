@@ -238,7 +238,7 @@ def digest(
         usable = known
     with np.errstate(invalid="ignore"):
         low = usable & (values < act)
-    # Nodes in the order the report first names them (ranks of a node come together).
+    # Nodes in the order the report first names them (their ranks need not come together).
     names = [r.node for r in ranks]
     index = {name: i for i, name in enumerate(dict.fromkeys(names))}
     code = np.fromiter(map(index.__getitem__, names), np.int64, len(names))

@@ -43,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _sources import pacekeeper_path
 from _table import emit
 
 from pacekeeper.controller.core.engine import decide
@@ -187,22 +188,13 @@ def main(ranks: int) -> None:
     )
 
 
-def _links(src: Path, tmp: Path) -> str:
-    """A PYTHONPATH entry under which ``pacekeeper`` is the checkout at ``src``."""
-    links = tmp / src.name / "pacekeeper"
-    links.mkdir(parents=True)
-    for part in ("controller", "detector", "cupti_ext"):
-        (links / part).symlink_to(src.resolve() / part)
-    return str(links.parent)
-
-
 def compare(ranks: int, baseline: Path, rounds: int) -> None:
     """``cases`` of this checkout and of ``baseline``, interleaved over ``rounds``."""
     ours_src = Path(__file__).resolve().parents[1]
     runs: dict[str, list[list[dict[str, Any]]]] = {"ours": [], "baseline": []}
     with tempfile.TemporaryDirectory() as tmp:
-        paths = {"ours": _links(ours_src, Path(tmp) / "o"),
-                 "baseline": _links(baseline, Path(tmp) / "b")}  # fmt: skip
+        paths = {"ours": pacekeeper_path(ours_src, Path(tmp) / "o"),
+                 "baseline": pacekeeper_path(baseline, Path(tmp) / "b")}  # fmt: skip
         for k in range(rounds):
             for side in ("ours", "baseline") if k % 2 == 0 else ("baseline", "ours"):
                 env = {**os.environ, "PYTHONPATH": paths[side]}

@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests" / "k8s"))  # the harness
 
+from _sources import pacekeeper_path  # noqa: E402
 from _table import emit  # noqa: E402
 
 POLICY = """
@@ -207,11 +208,7 @@ def _source_env(src: Path | None, tmp: Path) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if src is None:
         return env
-    links = tmp / "src" / "pacekeeper"
-    links.mkdir(parents=True)
-    for part in ("controller", "detector", "cupti_ext"):
-        (links / part).symlink_to(src.resolve() / part)
-    env["PYTHONPATH"] = str(links.parent)
+    env["PYTHONPATH"] = pacekeeper_path(src, tmp / "src")
     return env
 
 

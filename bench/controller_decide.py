@@ -128,8 +128,8 @@ def timed(fn: Callable[[Window], object], fresh: Callable[[], Window]) -> tuple[
 
 def unseen(window: Window) -> Window:
     """``window`` with report objects the controller has not read yet (their ranks the
-    same objects): what a report that just arrived costs, the reading of its columns
-    (``rank_columns``) included."""
+    same objects): what a report that just arrived costs, with nothing a decision might
+    keep on the report object from an earlier one."""
     jobs = tuple(replace(j, reports=tuple(r.model_copy() for r in j.reports)) for j in window.jobs)
     return replace(window, jobs=jobs)
 

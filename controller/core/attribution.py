@@ -127,6 +127,8 @@ class Digest:
     """Rank -> host score: ranks judged slow by their host side (``host_side``)."""
     calibration: peers.GpuCalibration | None = None
     """What the memory of hardware knew of the listed ranks' GPUs when judged."""
+    waits_timed: bool = False
+    """Some listed rank carries a wait share (``peers.Judged.waits_timed``)."""
     _listed: set[int] | None = None
 
     def gpu_factors(self) -> dict[int, float]:
@@ -291,6 +293,7 @@ def digest(
         gpu_ratio=judged.gpu_ratio,
         host_side=judged.host_side,
         calibration=calibration,
+        waits_timed=judged.waits_timed,
     )
 
 
@@ -353,7 +356,7 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
     # of the sections already: a section holding a collective then points at the rank
     # the others waited for, and the reported scores' spread around the fastest rank is
     # noise, not the shape this rule guards against.
-    waits_out = rank_columns.any_given(d.report.ranks, "wait_share")
+    waits_out = d.waits_timed
     if reported >= cfg.job_wide_fraction and len(far) > 1 and not waits_out:
         # Most ranks far from the fastest as reported: the job's shape (named when it
         # lines up with a dimension) or a section holding a collective (all wait for

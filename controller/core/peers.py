@@ -123,6 +123,8 @@ class Judged:
     computed."""
     host_side: dict[int, float] = field(default_factory=dict)
     """Rank -> host score: judged by its host side (``score.hostSide``, ``host_side``)."""
+    waits_timed: bool = False
+    """Some listed rank carries a wait share (read once here; ``attribution`` asks too)."""
 
     def scores(self) -> list[float | None]:
         """``values`` as a list, None where a rank has no usable score (off the hot path)."""
@@ -197,7 +199,7 @@ def judge(
             values[i] = q[i] if not math.isfinite(v) else min(v, q[i])
     named = {rank: round(float(q[i]), 4) for rank, i in culprits.items()}
     below = _below(ranks, reported, act) - victims.keys()
-    return Judged(values, victims, named, frozenset(below), ratio, host)
+    return Judged(values, victims, named, frozenset(below), ratio, host, waits_timed=True)
 
 
 def _needs_gpu_peers(cal: GpuCalibration, kind: ScoreKind) -> bool:

@@ -10,7 +10,10 @@ setup(
         Extension(
             "pacekeeper.cupti_ext._native",
             sources=["cupti_ext/_native.c"],
-            extra_compile_args=["-O2"],
+            # No fused multiply-adds: the C arithmetic must round as numpy's does
+            # (the compiled and numpy paths are compared for equality).
+            extra_compile_args=["-O2", "-ffp-contract=off"],
+            libraries=["m"],
             optional=True,
         )
     ]

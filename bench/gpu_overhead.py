@@ -11,6 +11,8 @@ of B/A. Modes, all in the same run and on the same steps:
   ours_default  pacekeeper Detector with its defaults
   ours_*_forced the same two with a report's fence flushing CUPTI forced
                 (PACEKEEPER_REPORT_FLUSH=forced; plain first since 2026-12-02)
+  ours_i1_marker_fence  ours_i1 with a fence marker at every report (no quiet fence:
+                CuptiBackend.quiet_fence off, as before 2026-12-02's sixth session)
   ours_*_driver the same two with driver-call section markers (PACEKEEPER_KERNEL_MARKER=
                 driver: the fallback where memset markers cannot be used)
   ours_i1_markers  ours_i1 with its buffers only counted, not decoded: the cost of
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         default=6,
         help="pairs for bare_cupti (cupti-python's per-record objects make it ~4x slower)",
     )
-    ap.add_argument("--core", type=int, default=2)
+    ap.add_argument("--core", type=int, default=2, help="the one core to run on; -1: not pinned")
     ap.add_argument("--report-repeats", type=int, default=12)
     ap.add_argument(
         "--report-rounds",

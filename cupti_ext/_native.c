@@ -7,6 +7,7 @@
  * numpy code in records.py, kernel_keys.py and kernel_stats.py computes the same
  * results (tests/unit/cupti_ext/test_native.py checks that they agree).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,44 @@ void pk_fold(const int64_t *rows, const double *dur, const uint8_t *use, int64_t
     const int64_t mask = ring_mask_of(ring);
     for (int64_t i = 0; i < n; i++) {
         if (rows[i] >= 0 && (!use || use[i])) fold_one(&s, ring, mask, rows[i], dur[i]);
+    }
+}
+
+/* Fields per row of pk_snapshot's output. */
+enum { S_COUNT, S_MEDIAN, S_MEAN, S_MIN, S_MAX, S_STD, S_TOTAL, SNAPSHOT_FIELDS };
+
+int pk_snapshot_fields(void) { return SNAPSHOT_FIELDS; }
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A report's statistics of rows 0..n-1 of one table (kernel_stats.RingStats.snapshot's
+ * arithmetic, operation for operation): SNAPSHOT_FIELDS doubles a row in ``out``; a
+ * row without samples gets count 0 and nothing else. The median is that of the row's
+ * kept samples (its first min(count, ring) ring slots: the ring is cleared at every
+ * window). ``scratch`` holds ``ring`` doubles. */
+void pk_snapshot(const int64_t *addr, int64_t ring, int64_t n, double *scratch, double *out)
+{
+    const stats_t s = stats_at(addr);
+    for (int64_t r = 0; r < n; r++) {
+        double *o = out + SNAPSHOT_FIELDS * r;
+        const int64_t c = s.count[r];
+        o[S_COUNT] = (double)c;
+        if (c <= 0) continue;
+        const int64_t kept = c < ring ? c : ring;
+        memcpy(scratch, s.samples + r * ring, (size_t)kept * sizeof(double));
+        qsort(scratch, (size_t)kept, sizeof(double), cmp_double);
+        const double total = s.sum[r], mean = total / (double)c;
+        const double var = s.sumsq[r] / (double)c - mean * mean;
+        o[S_MEDIAN] = (scratch[(kept - 1) / 2] + scratch[kept / 2]) / 2;
+        o[S_MEAN] = mean;
+        o[S_MIN] = s.mn[r];
+        o[S_MAX] = s.mx[r];
+        o[S_STD] = var > 0 ? sqrt(var) : 0.0;
+        o[S_TOTAL] = total;
     }
 }
 

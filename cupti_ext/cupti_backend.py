@@ -65,6 +65,9 @@ class CuptiBackend:
     """How long a report's fence waits after a plain flush before forcing one."""
     fence_timeout_s = 0.25
     """How long ``collect`` waits for its fence marker's record (per flush kind)."""
+    quiet_fence = True
+    """A report's fence makes no marker where a plain flush left CUPTI holding nothing
+    and every section marker is in (``CuptiSession.fence``'s ``settled``)."""
 
     def __init__(
         self,
@@ -383,6 +386,7 @@ class CuptiBackend:
                 forced=self.report_flush_forced,
                 ready=lambda: book.known_through >= marked,
                 plain_grace_s=self.plain_flush_grace_s,
+                settled=None if self._raw is None or not self.quiet_fence else self._raw.settled,
             ):
                 self._fail("fence", TimeoutError("CUPTI buffers not delivered in time"))
             t1 = time.perf_counter()

@@ -91,6 +91,7 @@ class RawBuffers:
         self._free: list[Any] = []
         self._max_spare = max(2, SPARE_BYTES // size)
         self._live: dict[int, Any] = {}
+        self._in_hand = 0  # buffers CUPTI handed back whose bytes are being handled
         self._lock = threading.Lock()
         # Keep the C callbacks alive as long as CUPTI may call them.
         self._requested = _BufferRequested(self._request)
@@ -123,9 +124,16 @@ class RawBuffers:
         with self._lock:
             self._free.clear()
 
+    def settled(self) -> bool:
+        """CUPTI holds none of our buffers, and none it handed back is being handled:
+        every record it wrote has reached ``on_bytes``."""
+        with self._lock:
+            return not self._live and not self._in_hand
+
     def _complete(self, ctx: Any, stream: int, buf: int, size: int, valid: int) -> None:
         with self._lock:
             block = self._live.pop(buf, None) if buf else None
+            self._in_hand += 1
         try:
             if buf and valid:
                 # A view of our own block: no ctypes array type made per buffer size
@@ -134,10 +142,10 @@ class RawBuffers:
                     memory_view(buf, valid) if block is None else block_view(block, valid)
                 )
         finally:
-            if block is not None:
-                with self._lock:
-                    if len(self._free) < self._max_spare:
-                        self._free.append(block)
+            with self._lock:
+                self._in_hand -= 1
+                if block is not None and len(self._free) < self._max_spare:
+                    self._free.append(block)
 
 
 class BufferIntake:

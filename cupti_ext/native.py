@@ -57,6 +57,9 @@ MARKER_COUNTS = 10
 to Python, serials for the book's ``above``, the book's known-through serial and entry
 floor after the buffer, the markers read, whether the pairs' entry ids ascend, whether
 the pairs all name one section."""
+SNAPSHOT_FIELDS = 7
+"""Doubles per row of ``pk_snapshot``'s output: count, median, mean, min, max, standard
+deviation, total."""
 MARK_BYTES = 24
 """Bytes of one element of ``pk_markers``' sort scratch (packed id, order, id)."""
 
@@ -82,6 +85,8 @@ class NativeLib:
         lib.pk_markers.argtypes += [_I64, ctypes.c_uint64, _P, _P, _I64, _P, _I64, _I64, _I64]
         lib.pk_markers.argtypes += [ctypes.c_int32, _P, _P, _P, _P, _P]
         lib.pk_markers.restype = None
+        lib.pk_snapshot.argtypes = [_P, _I64, _I64, _P, _P]
+        lib.pk_snapshot.restype = None
         self.layout_fields = int(lib.pk_layout_fields())
         self.out_fields = int(lib.pk_out_fields())
         self.count_fields = int(lib.pk_count_fields())
@@ -93,6 +98,7 @@ class NativeLib:
             LIST_FIELDS,
             ATTRIBUTE_COUNTS,
             MARKER_COUNTS,
+            SNAPSHOT_FIELDS,
         )
         try:
             found = (
@@ -102,6 +108,7 @@ class NativeLib:
                 int(lib.pk_list_fields()),
                 int(lib.pk_attribute_counts()),
                 int(lib.pk_marker_counts()),
+                int(lib.pk_snapshot_fields()),
             )
         except AttributeError as e:
             raise AttributeError(f"{path.name} is older than this code: {e}") from e

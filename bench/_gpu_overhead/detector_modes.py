@@ -43,6 +43,7 @@ class Ours(SectionMode):
         buffer_kib: int | None = None,
         *,
         forced_flush: bool = False,
+        quiet_fence: bool = True,
     ) -> None:
         self.name = name
         self.sample_every = sample_every
@@ -50,9 +51,15 @@ class Ours(SectionMode):
         self.decode = decode
         self.buffer_kib = buffer_kib
         self.forced_flush = forced_flush
+        self.quiet_fence = quiet_fence
 
     def setup(self) -> None:
+        from pacekeeper.cupti_ext.cupti_backend import CuptiBackend
         from pacekeeper.detector import Detector
+
+        # A class setting, not a user's: the same detector with and without the
+        # report's quiet fence, side by side in one run.
+        CuptiBackend.quiet_fence = self.quiet_fence
 
         os.environ["PACEKEEPER_KERNEL_MARKER"] = self.marker
         os.environ["PACEKEEPER_REPORT_FLUSH"] = "forced" if self.forced_flush else "plain"

@@ -58,8 +58,9 @@ def run(args: argparse.Namespace) -> None:
     """Everything but ``--decode-only``; writes ``gpu_overhead.json`` to ``args.out``."""
     import torch
 
-    with contextlib.suppress(OSError, AttributeError):
-        os.sched_setaffinity(0, {args.core})
+    if args.core >= 0:  # -1: every core the machine gives (a job's rank with several)
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setaffinity(0, {args.core})
     torch.set_num_threads(1)
     steps = build_steps()
     from pacekeeper.cupti_ext.sampling import START_SAMPLE_EVERY

@@ -67,6 +67,12 @@ class FakeCupti:
         """False: a flush that is not forced hands nothing over (a CUPTI that keeps its
         buffers until they are full, or until forced)."""
         self.flush_flags: list[int] = []
+        self.markers_by_thread_s: float | None = None
+        """Hand the other records over this much later on another thread, in a buffer
+        asked for there (the flush hands over the kernels at once): a CUPTI that, after
+        a flush, holds no buffer of ours and still has records to give."""
+        self._held: list[tuple[int, int]] = []
+        """Buffers CUPTI asked the raw callbacks for and holds (address, size)."""
         self.markers_late = False
         """Kernel records in buffers of their own, handed over before the others
         (markers): a flush that is not forced hands over the kernels alone and keeps
@@ -114,13 +120,41 @@ class FakeCupti:
 
     def register_raw(self, requested: Any, completed: Any) -> int:
         self.raw, self.objects = (requested, completed), None
+        self._held = []  # the old callbacks' buffers are theirs
         return 0
+
+    def _put(self, record: bytes) -> None:
+        self.records.append(record)
+        self._hold()
+
+    def _hold(self) -> None:
+        """As CUPTI does: a buffer is asked for when a record needs one, and held (the
+        callbacks' owner sees it in use) until a flush hands it back."""
+        if self.raw is not None and not self._held:
+            self._held.append(self._request())
+
+    def _request(self) -> tuple[int, int]:
+        assert self.raw is not None
+        buf, size, maxr = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+        self.raw[0](ctypes.byref(buf), ctypes.byref(size), ctypes.byref(maxr))
+        self.buffer_sizes.append(size.value)
+        assert buf.value is not None
+        return buf.value, size.value
 
     def activity_flush_all(self, flag: int) -> None:
         self.flush_flags.append(flag)
         if not self.records or (not flag and not self.plain_flush_delivers):
             return
         records, self.records = self.records, []
+        if self.markers_by_thread_s is not None:
+            kernels = [r for r in records if _kind(r) == LAYOUT.kernel_kind]
+            others = b"".join(r for r in records if _kind(r) != LAYOUT.kernel_kind)
+            if kernels:
+                self._hand_over(kernels)
+            if others:
+                # Asked for and handed over on CUPTI's thread, after the flush returned.
+                threading.Timer(self.markers_by_thread_s, self._deliver, (others,)).start()
+            return
         if self.markers_late:
             kernels = [r for r in records if _kind(r) == LAYOUT.kernel_kind]
             others = [r for r in records if _kind(r) != LAYOUT.kernel_kind]
@@ -130,6 +164,8 @@ class FakeCupti:
             for part in (kernels, others):
                 if part:
                     self._hand_over(part)
+            if self.records:
+                self._hold()
             return
         self._hand_over(records)
 
@@ -138,21 +174,24 @@ class FakeCupti:
         k = max(1, min(self.buffers_per_flush, len(records)))
         cut = [len(records) * i // k for i in range(k + 1)]
         for data in (b"".join(records[a:b]) for a, b in itertools.pairwise(cut)):
+            # The buffer is chosen now, in the flushing thread: CUPTI holds it (asked
+            # for earlier, or now for a further part) until it reaches the callback.
+            buffer = None
+            if self.raw is not None:
+                buffer = self._held.pop() if self._held else self._request()
             if self.deliver_after_s is not None:
                 # As CUPTI may: the buffer reaches the callback on its own thread, later.
-                threading.Timer(self.deliver_after_s, self._deliver, (data,)).start()
+                threading.Timer(self.deliver_after_s, self._deliver, (data, buffer)).start()
             else:
-                self._deliver(data)
+                self._deliver(data, buffer)
 
-    def _deliver(self, data: bytes) -> None:
+    def _deliver(self, data: bytes, buffer: tuple[int, int] | None = None) -> None:
         if self.raw is not None:
-            req, done = self.raw
-            buf, size, maxr = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
-            req(ctypes.byref(buf), ctypes.byref(size), ctypes.byref(maxr))
-            self.buffer_sizes.append(size.value)
-            assert size.value >= len(data)
-            ctypes.memmove(buf.value, data, len(data))
-            done(None, 0, buf.value, size.value, len(data))
+            done = self.raw[1]
+            buf, size = buffer if buffer is not None else self._request()
+            assert size >= len(data)
+            ctypes.memmove(buf, data, len(data))
+            done(None, 0, buf, size, len(data))
         elif self.objects is not None:
             block = ctypes.create_string_buffer(data, len(data))
             base = ctypes.addressof(block)
@@ -180,14 +219,14 @@ class FakeCupti:
         self.api_records[cbid] += 1
         a = np.zeros(1, dtype=LAYOUT.api_dtype)
         a["kind"], a["cbid"], a["correlation_id"] = LAYOUT.driver_kind, cbid, self.corr
-        self.records.append(a.tobytes())
+        self._put(a.tobytes())
         if LAYOUT.external_kind in self.enabled:
             for kind, stack in self.stacks.items():
                 if stack:
                     e = np.zeros(1, dtype=LAYOUT.external_dtype)
                     e["kind"], e["external_kind"] = LAYOUT.external_kind, kind
                     e["external_id"], e["correlation_id"] = stack[-1], self.corr
-                    self.records.append(e.tobytes())
+                    self._put(e.tobytes())
 
     def get_stream_id_ex(self, context: int, stream: int, per_thread: int) -> int:
         return self.stream_ids.setdefault(stream, 100 + len(self.stream_ids))
@@ -201,7 +240,7 @@ class FakeCupti:
         m["kind"], m["correlation_id"], m["value"] = LAYOUT.memset_kind, self.corr, value
         m["bytes"], m["stream_id"] = nbytes, self.get_stream_id_ex(0, stream, 0)
         m["start"], m["end"] = 1000, 1100
-        self.records.append(m.tobytes())
+        self._put(m.tobytes())
 
     def launch(self, name_ptr: int, dur_ns: int = 1000, threads: int = 512) -> None:
         self.kernels_launched += 1
@@ -214,7 +253,7 @@ class FakeCupti:
         k["start"], k["end"] = 1000, 1000 + dur_ns
         k["grid_x"], k["grid_y"], k["grid_z"] = threads // 128, 1, 1
         k["block_x"], k["block_y"], k["block_z"] = 128, 1, 1
-        self.records.append(k.tobytes())
+        self._put(k.tobytes())
 
 
 def _kind(record: bytes) -> int:

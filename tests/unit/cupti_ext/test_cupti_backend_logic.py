@@ -307,9 +307,11 @@ def test_memset_markers_attribute_sections_with_no_api_record_at_all(monkeypatch
         assert not fake.api_records  # no DRIVER kind, no per-API tracing: no API record
         # The memset's value names the entry: no external-correlation records are asked for.
         assert int(fake.ActivityKind.EXTERNAL_CORRELATION) not in fake.enabled
-        # Fences (self-check, collect) wait for our stream: a memset's record exists
-        # only once it ran.
-        assert libcuda.called["cuStreamSynchronize"] == 2
+        # The self-check's fence waits for our stream (a memset's record exists only
+        # once it ran); the report's made no marker: the plain flush left CUPTI holding
+        # nothing, with every section marker in.
+        assert libcuda.called["cuStreamSynchronize"] == 1
+        assert b.last_collect["quiet"] == 1.0
     finally:
         b.shutdown()
     assert libcuda.called["cuMemFree_v2"] == 1 and libcuda.called["cuStreamDestroy_v2"] == 1
@@ -407,6 +409,7 @@ def test_collect_tells_where_its_time_went(backend, fake, names):
     assert parts["forced_after_plain"] == 0.0  # the plain flush handed everything over
     assert set(parts) == {
         "forced_after_plain",
+        "quiet",
         "fence_ms",
         "marker_ms",
         "flush_ms",
@@ -419,6 +422,17 @@ def test_collect_tells_where_its_time_went(backend, fake, names):
     assert parts["fence_ms"] >= parts["marker_ms"] + parts["flush_ms"]
     # The simulated CUPTI hands buffers over inside the flush call.
     assert 0 < parts["handling_in_fence_ms"] <= parts["flush_ms"]
+    # No fence marker: the plain flush left CUPTI holding nothing, every marker in.
+    assert (parts["quiet"], parts["marker_ms"]) == (1.0, 0.0)
+    backend.collect()
+    assert backend.last_collect["buffers_in_fence"] == 0  # nothing made, nothing handed over
+
+
+def test_a_fence_marker_where_the_quiet_fence_is_off(monkeypatch, backend, fake, names):
+    monkeypatch.setattr(CuptiBackend, "quiet_fence", False)
+    step(backend, fake, "step", names["gemm"], 3)
+    assert backend.collect().records == 3
+    assert backend.last_collect["quiet"] == 0.0
     backend.collect()
     assert backend.last_collect["buffers_in_fence"] == 1  # the fence marker alone
 
@@ -436,7 +450,10 @@ def test_a_report_flushes_plain_and_forces_only_what_a_plain_flush_kept(
     fake.flush_flags.clear()
     window = backend.collect()
     assert (window.records, window.unattributed_records) == (4, 0)
-    assert fake.flush_flags == [0, 1]
+    # The quiet fence's flush kept everything (CUPTI still holds a buffer): then the
+    # marker, its plain flush, and the forced one after the grace.
+    assert fake.flush_flags == [0, 0, 1]
+    assert backend.last_collect["quiet"] == 0.0
     parts = backend.last_collect
     assert parts["forced_after_plain"] == 1.0
     assert parts["wait_ms"] < 1000  # forced after the grace, not after the fence timeout
@@ -481,8 +498,22 @@ def test_a_fence_waits_for_buffers_cupti_hands_over_on_its_own_thread(
     # The records came from the other thread, after the flush (unless a loaded machine
     # took longer over the flush than the delivery's delay).
     assert parts["wait_ms"] >= 4 or parts["flush_ms"] >= 5, parts
-    assert backend.last_collect["buffers_in_fence"] == 1
+    # A buffer still on its way when the first flush returned: the quiet fence gave
+    # way to the marker's, whose record came in a buffer of its own.
+    assert (parts["quiet"], parts["buffers_in_fence"]) == (0.0, 2)
     assert backend.failures == {}  # no timeout, no second flush
+
+
+def test_a_quiet_fence_needs_every_section_marker_in(monkeypatch, backend, fake, names):
+    monkeypatch.setattr(CuptiBackend, "fence_timeout_s", 5.0)
+    step(backend, fake, "step", names["gemm"], 3)
+    fake.markers_by_thread_s = 0.01
+    window = backend.collect()
+    # CUPTI held nothing after the first flush, but the step's markers were still to
+    # come: the fence marker's wait, not a window with the kernels ruled outside.
+    assert (window.records, window.unattributed_records, window.lost_markers) == (3, 0, 0)
+    assert backend.last_collect["quiet"] == 0.0
+    assert backend.failures == {}
 
 
 class Clock:

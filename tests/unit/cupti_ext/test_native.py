@@ -327,3 +327,24 @@ def test_an_arrays_address_is_its_first_elements_whatever_the_array() -> None:
     read_only = np.frombuffer(b"abcdefgh", np.uint8)
     for x in (a, a[3:], a[:0], read_only, a.view(np.uint8)[8:]):
         assert native.ptr(x) == x.ctypes.data
+
+
+_STAT_BATCHES = st.lists(
+    st.lists(st.tuples(st.integers(0, 30), st.floats(1, 1e6)), max_size=60),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_STAT_BATCHES, st.integers(1, 8))
+def test_the_compiled_snapshot_reads_a_table_as_numpy_does(batches, ring) -> None:  # type: ignore[no-untyped-def]
+    # The same table read both ways, so equal to the last bit: up to 31 groups (both
+    # sides of the numpy path's FEW_GROUPS), rings that wrap, rows of past windows.
+    lib = native.library()
+    assert lib is not None, "the compiled record path is not built"
+    stats = RingStats(ring)
+    for batch in batches:
+        stats.reset()
+        stats.add(np.array([b[0] for b in batch], np.int64), np.array([b[1] for b in batch]))
+        assert stats._snapshot_native(lib) == stats._snapshot_numpy()

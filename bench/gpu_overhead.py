@@ -11,6 +11,8 @@ of B/A. Modes, all in the same run and on the same steps:
   ours_default  pacekeeper Detector with its defaults
   ours_*_forced the same two with a report's fence flushing CUPTI forced
                 (PACEKEEPER_REPORT_FLUSH=forced; plain first since 2026-12-02)
+  ours_*_gated  the same two with gated attribution (PACEKEEPER_KERNEL_ATTRIBUTION=
+                gated: records on inside traced entries alone, no section markers)
   ours_i1_marker_fence  ours_i1 with a fence marker at every report (no quiet fence:
                 CuptiBackend.quiet_fence off, as before 2026-12-02's sixth session)
   ours_*_driver the same two with driver-call section markers (PACEKEEPER_KERNEL_MARKER=

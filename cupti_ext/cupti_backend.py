@@ -29,12 +29,14 @@ from .attribution import MAX_SECTION_ID, encode_external_id
 from .backend import KernelWindow
 from .cupti_buffers import BUFFER_BYTES, BufferIntake, RawBuffers, register_callbacks_function
 from .cupti_env import (
+    ATTRIBUTION_ENV,
     BEFORE_PROFILER,
     BUFFER_ENV,
     MARKER_ENV,
     SAMPLE_EVERY_ENV,
     CuptiConflict,
     CuptiUnavailable,
+    attribution_from_env,
     buffer_bytes_from_env,
     injected_tool,
     load_cupti,
@@ -85,9 +87,17 @@ class CuptiBackend:
         raw_buffers: bool = True,
         keep_records_on: bool = True,
         section_stats: bool = True,
+        attribution: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         fixed = sample_every_from_env() if sample_every is None else sample_every
+        attribution = attribution_from_env() if attribution is None else attribution
+        if attribution not in ("markers", "gated"):
+            raise ValueError(f"attribution={attribution!r} is not one of markers, gated")
+        self.attribution = attribution
+        """``markers`` (section markers in CUPTI's records) or ``gated`` (kernel records
+        on inside traced entries alone, no markers: NVRx's way; ``ATTRIBUTION_ENV``)."""
+        self._gated_only = attribution == "gated"
         modes = marker_modes_from_env()
         self.report_flush_forced = report_flush_forced_from_env()
         if fixed is not None and fixed < 1:
@@ -133,7 +143,7 @@ class CuptiBackend:
         # At N = 1, records stay on from one traced entry to the next (sampling.py's
         # keep_records_on); refused for good once a window shows it cost more: left
         # switched per entry, a window cannot see what ran outside, and would flip back.
-        self._keep_on = keep_records_on
+        self._keep_on = keep_records_on and not self._gated_only
         self._stack: list[tuple[int, int]] = []
         self._paused = False
         self._closed = False
@@ -164,13 +174,20 @@ class CuptiBackend:
         self._emit_marker = self._session.emit  # bound once: called per traced entry
         self._marker = self._session.choose_marker(self.self_check_timeout_s)
         self._raw = self._session.raw  # final now (bench/ swaps its hand-off)
-        # The kind switched with kernel records: memset markers are recorded only then.
-        self._memset_kind: Any = None if self._session.memset is None else c.ActivityKind.MEMSET
+        self._memset_kind: Any = self._section_memset_kind()
+        self._builder.gated = self._gated_only
         self._builder.received = 0  # the self-check's records are not a window's
         # Kernels above the markers of the entries all heard of wait for the rest: CUPTI
         # may hand a buffer of kernels over before the buffer of their markers.
         self._builder.book.sent = self._marked
         BEFORE_PROFILER.append(self._yield_to_profiler)  # once CUPTI is ours for sure
+
+    def _section_memset_kind(self) -> Any:
+        """The kind switched with kernel records: memset section markers are recorded
+        only then (None: no memset markers, or none at all in gated attribution)."""
+        if self._session.memset is None or self._gated_only:
+            return None
+        return self._c.ActivityKind.MEMSET
 
     def _marked(self) -> int:
         """Entries marked so far (the buffer thread reads it; serials are 1..this)."""
@@ -205,7 +222,7 @@ class CuptiBackend:
 
     def _emit(self, external_id: int, marker: Callable[[], Any]) -> None:
         """One marker call now, records on or off (bench/ warms CUPTI up with it)."""
-        self._session.emit(external_id, marker, self._gated)
+        self._session.emit(external_id, marker, self._gated and self._memset_kind is not None)
 
     def _section_id(self, section: str) -> int:
         sid = self._section_ids.get(section)
@@ -271,7 +288,7 @@ class CuptiBackend:
             self._fail("resume", e)
             logger.warning("torch.profiler stopped, but kernel timing could not resume")
             return False
-        self._memset_kind = None if self._session.memset is None else self._c.ActivityKind.MEMSET
+        self._memset_kind = self._section_memset_kind()
         logger.warning(
             "torch.profiler stopped: kernel timing resumed", extra={"marker": self.marker_mode}
         )
@@ -305,6 +322,8 @@ class CuptiBackend:
                     self._gate(True)
                 self._active = True
                 self._window_traced += 1
+            if self._gated_only:
+                return  # no markers: records are on for this entry alone
             self._serial += 1
             self._stack.append((self._serial, sid))
             self._mark(encode_external_id(self._serial, sid, False))
@@ -382,7 +401,9 @@ class CuptiBackend:
             if live and not self._session.fence(
                 self._marker,
                 self.fence_timeout_s,
-                gated=self._gated,
+                # Whether the MEMSET kind is on now (a fence marker switches it itself
+                # where not): with kernel records, and memset section markers only.
+                gated=self._gated and self._memset_kind is not None,
                 forced=self.report_flush_forced,
                 ready=lambda: book.known_through >= marked,
                 plain_grace_s=self.plain_flush_grace_s,
@@ -519,6 +540,7 @@ class CuptiBackend:
 
 
 __all__ = [
+    "ATTRIBUTION_ENV",
     "BUFFER_BYTES",
     "BUFFER_ENV",
     "MARKER_ENV",

@@ -24,6 +24,11 @@ BUFFER_ENV = "PACEKEEPER_CUPTI_BUFFER_KIB"
 REPORT_FLUSH_ENV = "PACEKEEPER_REPORT_FLUSH"
 """``plain`` (the default) or ``forced``: how a report's fence asks CUPTI for its buffers
 (``CuptiSession.fence``)."""
+ATTRIBUTION_ENV = "PACEKEEPER_KERNEL_ATTRIBUTION"
+"""``markers`` (the default) or ``gated``: how kernels are told inside a section entry
+(CuptiBackend): section markers in CUPTI's records, or kernel records switched on for
+traced entries alone, as NVRx does (no markers; nothing outside is recorded)."""
+ATTRIBUTIONS = ("markers", "gated")
 _BUFFER_KIB_RANGE = (64, 1 << 16)
 MARKER_MODES = ("memset", "api", "driver")
 """How section markers reach CUPTI's records (see CuptiSession.choose_marker)."""
@@ -162,6 +167,16 @@ def report_flush_forced_from_env(environ: dict[str, str] | None = None) -> bool:
     if raw not in ("", "plain", "forced"):
         raise ValueError(f"{REPORT_FLUSH_ENV}={raw!r} is not one of plain, forced")
     return raw == "forced"
+
+
+def attribution_from_env(environ: dict[str, str] | None = None) -> str:
+    """How kernels are attributed to section entries: ``markers`` (unset) or ``gated``."""
+    raw = (os.environ if environ is None else environ).get(ATTRIBUTION_ENV, "").strip().lower()
+    if raw == "":
+        return "markers"
+    if raw not in ATTRIBUTIONS:
+        raise ValueError(f"{ATTRIBUTION_ENV}={raw!r} is not one of {', '.join(ATTRIBUTIONS)}")
+    return raw
 
 
 def sample_every_from_env(environ: dict[str, str] | None = None) -> int | None:

@@ -62,6 +62,7 @@ def select_backend(
         # Settings are the user's input: a bad one fails initialize, naming the variable,
         # rather than being taken for a CUPTI failure (or passing unseen without a GPU).
         from .cupti_env import (
+            attribution_from_env,
             buffer_bytes_from_env,
             marker_modes_from_env,
             report_flush_forced_from_env,
@@ -75,6 +76,7 @@ def select_backend(
             buffer_bytes_from_env()
         marker_modes_from_env()
         report_flush_forced_from_env()
+        attribution_from_env()
         comm_pattern_from_env()
     if choice == "none":
         return NoneBackend(), BackendChoice("none", asked)

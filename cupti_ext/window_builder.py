@@ -51,6 +51,10 @@ class KernelWindowBuilder:
         self._fold = _FoldScratch()
         self.memset_markers: MemsetMarkers | None = None
         """Set by the backend when its section markers are memsets (markers.py)."""
+        self.gated = False
+        """Set by the backend when kernel records are on inside traced entries alone and
+        no section markers are made (``PACEKEEPER_KERNEL_ATTRIBUTION=gated``): every
+        kernel record is then one of a traced entry's, and none waits for a marker."""
         self._global = RingStats(ring)
         # Without section_stats, sections still decide which kernels count (those inside
         # a traced entry), but no per-section table is kept.
@@ -121,6 +125,10 @@ class KernelWindowBuilder:
         """Rule on the held kernels, then on ``k``'s: each kernel is counted once, when
         it can be told inside or outside the entries; the others are held again. Held
         ones go first, on their own, so a buffer's arrays are not copied to join them."""
+        if self.gated:
+            if k is not None and kid is not None and len(k.correlation_id):
+                self._fold_inside(k, kid)
+            return
         held, held_kid = self._pending, self._pending_kid
         self._pending = None
         still: list[tuple[KernelBatch, I64]] = []
@@ -135,6 +143,17 @@ class KernelWindowBuilder:
         elif still:
             (a, a_kid), (b, b_kid) = still
             self._hold(concat_kernels(a, b), np.concatenate([a_kid, b_kid]))
+
+    def _fold_inside(self, k: KernelBatch, kid: I64) -> None:
+        """Count and fold every kernel of ``k`` as inside a traced entry (gated
+        attribution: records were on for those alone); sections get no table."""
+        comm = self.keys.is_comm(kid)
+        n_comm = int(np.count_nonzero(comm))
+        if n_comm:
+            self._comm += n_comm
+            self._comm_ns += int(k.duration_ns[comm].sum())
+        self._records += len(kid) - n_comm
+        self._global.add(kid, k.duration_ns.astype(np.float64), use=~comm)
 
     def _attribute(self, k: KernelBatch, kid: I64) -> tuple[KernelBatch, I64] | None:
         """Count and fold ``k``'s kernels that can be ruled on; return the rest."""

@@ -44,6 +44,7 @@ class Ours(SectionMode):
         *,
         forced_flush: bool = False,
         quiet_fence: bool = True,
+        attribution: str = "markers",
     ) -> None:
         self.name = name
         self.sample_every = sample_every
@@ -52,6 +53,7 @@ class Ours(SectionMode):
         self.buffer_kib = buffer_kib
         self.forced_flush = forced_flush
         self.quiet_fence = quiet_fence
+        self.attribution = attribution
 
     def setup(self) -> None:
         from pacekeeper.cupti_ext.cupti_backend import CuptiBackend
@@ -63,6 +65,7 @@ class Ours(SectionMode):
 
         os.environ["PACEKEEPER_KERNEL_MARKER"] = self.marker
         os.environ["PACEKEEPER_REPORT_FLUSH"] = "forced" if self.forced_flush else "plain"
+        os.environ["PACEKEEPER_KERNEL_ATTRIBUTION"] = self.attribution
         if self.buffer_kib is not None:
             os.environ["PACEKEEPER_CUPTI_BUFFER_KIB"] = str(self.buffer_kib)
         else:
@@ -125,6 +128,7 @@ class Ours(SectionMode):
         os.environ.pop("PACEKEEPER_KERNEL_SAMPLE_EVERY", None)
         os.environ.pop("PACEKEEPER_KERNEL_MARKER", None)
         os.environ.pop("PACEKEEPER_CUPTI_BUFFER_KIB", None)
+        os.environ.pop("PACEKEEPER_KERNEL_ATTRIBUTION", None)
 
 
 class OursVsBare(Ours):

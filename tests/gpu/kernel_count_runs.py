@@ -38,6 +38,12 @@ def _args() -> argparse.Namespace:
         "a stack of linear layers (~800 kernels, backward's launched by autograd's thread)",
     )
     p.add_argument(
+        "--attribution",
+        choices=["markers", "gated"],
+        default="markers",
+        help="PACEKEEPER_KERNEL_ATTRIBUTION: section markers, or records on inside entries alone",
+    )
+    p.add_argument(
         "--no-hold",
         action="store_true",
         help="control: rule on kernels before their entries' markers are in (the old way)",
@@ -61,6 +67,7 @@ def main() -> None:
     os.environ["PACEKEEPER_KERNEL_SAMPLE_EVERY"] = "1"
     if a.marker != "auto":
         os.environ["PACEKEEPER_KERNEL_MARKER"] = a.marker
+    os.environ["PACEKEEPER_KERNEL_ATTRIBUTION"] = a.attribution
     warnings = _Warnings()
     logging.getLogger("pacekeeper").addHandler(warnings)
 
@@ -89,7 +96,10 @@ def main() -> None:
     backend = Detector.cupti_manager
     if a.no_hold:
         backend._builder.book.sent = None
-    result: dict[str, Any] = {"marker_mode": getattr(backend, "marker_mode", None)}
+    result: dict[str, Any] = {
+        "marker_mode": getattr(backend, "marker_mode", None),
+        "attribution": getattr(backend, "attribution", None),
+    }
 
     model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(133)]).cuda()
     inputs = torch.randn(64, 256, device="cuda")

@@ -1,8 +1,9 @@
 """Every report window counts exactly the kernels torch launched in its traced sections,
 over long runs, in every set-up issue 19 found or asked for: pinned to one core and not,
 with and without a world-of-one NCCL group, each marker mode (``api`` with the detector
-started before the CUDA context); and torch.profiler, plain or scheduled, gets every
-kernel while we step aside, after which records flow again in both marker modes.
+started before the CUDA context), and with gated attribution; and torch.profiler, plain
+or scheduled, gets every kernel while we step aside, after which records flow again in
+both marker modes.
 
 Each set-up runs in a fresh process (kernel_count_runs.py), all of them side by side.
 """
@@ -29,6 +30,14 @@ _COUNT_CASES = [
 """``add``: 800 adds launched on the thread that marks the section; ``model``: forward
 and backward of 133 linear layers, backward's kernels launched by autograd's thread
 (CUPTI buffers records per thread, so those come in other buffers than the markers)."""
+_GATED_CASES = [
+    (pinned, nccl, body)
+    for pinned in (True, False)
+    for nccl in (False, True)
+    for body in ("add", "model")
+]
+"""The same windows with gated attribution (records on inside entries alone, no section
+markers; ``PACEKEEPER_KERNEL_ATTRIBUTION=gated``), memset fences."""
 _PROFILER_CASES = ["memset", "api"]
 _PARALLEL = 8
 
@@ -38,13 +47,19 @@ def _case_id(marker: str, pinned: bool, nccl: bool, body: str) -> str:
 
 
 def _command(  # noqa: PLR0917
-    scenario: str, marker: str, core: int, nccl: bool, port: int, body: str = "add"
+    scenario: str,
+    marker: str,
+    core: int,
+    nccl: bool,
+    port: int,
+    body: str = "add",
+    attribution: str = "markers",
 ) -> list[str]:
     # ``api`` markers: the detector started before any CUDA context (auto falls back).
     before = marker == "api"
     cmd = [sys.executable, str(_HERE / "kernel_count_runs.py"), "--scenario", scenario]
     cmd += ["--marker", "auto" if before else marker, "--core", str(core), "--port", str(port)]
-    cmd += ["--body", body]
+    cmd += ["--body", body, "--attribution", attribution]
     return cmd + (["--before-context"] if before else []) + (["--nccl"] if nccl else [])
 
 
@@ -57,6 +72,10 @@ def runs() -> dict[str, Any]:
         core = cores[(i + 1) % len(cores)] if pinned else -1
         case = _case_id(marker, pinned, nccl, body)
         jobs[case] = _command("counts", marker, core, nccl, 29600 + i, body)
+    for i, (pinned, nccl, body) in enumerate(_GATED_CASES):
+        core = cores[(i + 2) % len(cores)] if pinned else -1
+        case = "gated-" + _case_id("memset", pinned, nccl, body)
+        jobs[case] = _command("counts", "memset", core, nccl, 29800 + i, body, "gated")
     for i, marker in enumerate(_PROFILER_CASES):
         jobs[f"profiler-{marker}"] = _command("profiler", marker, -1, False, 29700 + i)
     results: dict[str, Any] = {}
@@ -93,6 +112,17 @@ def test_each_window_counts_every_kernel_torch_launched(runs, marker, pinned, nc
         counts = (w["attributed"], w["unattributed"], w["held"], w["dropped"], w["lost_markers"])
         assert counts == (_expected(result, w["steps"]), 0, 0, 0, 0), w
     assert "fence" not in result["failures"], result["failures"]
+
+
+@pytest.mark.parametrize(("pinned", "nccl", "body"), _GATED_CASES, ids=str)
+def test_gated_windows_count_every_kernel_torch_launched(runs, pinned, nccl, body):
+    result = runs["gated-" + _case_id("memset", pinned, nccl, body)]
+    assert "windows" in result, result.get("out", "")[-3000:]
+    assert (result["attribution"], result["marker_mode"]) == ("gated", "memset")
+    for w in result["windows"]:
+        counts = (w["attributed"], w["unattributed"], w["held"], w["dropped"], w["lost_markers"])
+        assert counts == (_expected(result, w["steps"]), 0, 0, 0, 0), w
+    assert result["failures"] == {}, result["failures"]
 
 
 @pytest.mark.parametrize("marker", _PROFILER_CASES)

@@ -189,6 +189,11 @@ class CuptiBackend:
             return None
         return self._c.ActivityKind.MEMSET
 
+    def _memset_on(self) -> bool:
+        """Whether the MEMSET kind is on now (a fence marker switches it itself where
+        not): with kernel records, where section markers are memsets."""
+        return self._gated and self._memset_kind is not None
+
     def _marked(self) -> int:
         """Entries marked so far (the buffer thread reads it; serials are 1..this)."""
         return self._serial
@@ -222,7 +227,7 @@ class CuptiBackend:
 
     def _emit(self, external_id: int, marker: Callable[[], Any]) -> None:
         """One marker call now, records on or off (bench/ warms CUPTI up with it)."""
-        self._session.emit(external_id, marker, self._gated and self._memset_kind is not None)
+        self._session.emit(external_id, marker, self._memset_on())
 
     def _section_id(self, section: str) -> int:
         sid = self._section_ids.get(section)
@@ -401,9 +406,7 @@ class CuptiBackend:
             if live and not self._session.fence(
                 self._marker,
                 self.fence_timeout_s,
-                # Whether the MEMSET kind is on now (a fence marker switches it itself
-                # where not): with kernel records, and memset section markers only.
-                gated=self._gated and self._memset_kind is not None,
+                gated=self._memset_on(),
                 forced=self.report_flush_forced,
                 ready=lambda: book.known_through >= marked,
                 plain_grace_s=self.plain_flush_grace_s,

@@ -24,6 +24,7 @@ from .records import DecodedBuffer, KernelBatch
 OTHER_SECTION = "<other>"
 _KEY_STRIDE = 1 << 32
 I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 _META_SECTION = 4
 """Column of an interval list's section id in ``pk_attribute_fold``'s list array."""
 
@@ -147,13 +148,23 @@ class KernelWindowBuilder:
     def _fold_inside(self, k: KernelBatch, kid: I64) -> None:
         """Count and fold every kernel of ``k`` as inside a traced entry (gated
         attribution: records were on for those alone); sections get no table."""
+        self._count_and_fold(k, kid, np.ones(len(kid), np.bool_))
+
+    def _count_and_fold(
+        self, k: KernelBatch, kid: I64, inside: npt.NDArray[np.bool_]
+    ) -> tuple[F64, npt.NDArray[np.bool_]]:
+        """Count ``k``'s kernels (timed, communication inside, outside) and fold the
+        timed ones into the window's table; their durations and communication mask."""
+        dur = k.duration_ns.astype(np.float64)
         comm = self.keys.is_comm(kid)
-        n_comm = int(np.count_nonzero(comm))
-        if n_comm:
-            self._comm += n_comm
-            self._comm_ns += int(k.duration_ns[comm].sum())
-        self._records += len(kid) - n_comm
-        self._global.add(kid, k.duration_ns.astype(np.float64), use=~comm)
+        timed_comm = inside & comm
+        self._comm += int(np.count_nonzero(timed_comm))
+        self._comm_ns += int(k.duration_ns[timed_comm].sum())
+        self._unattributed += int(np.count_nonzero(~inside))
+        use = inside & ~comm
+        self._records += int(np.count_nonzero(use))
+        self._global.add(kid, dur, use=use)
+        return dur, comm
 
     def _attribute(self, k: KernelBatch, kid: I64) -> tuple[KernelBatch, I64] | None:
         """Count and fold ``k``'s kernels that can be ruled on; return the rest."""
@@ -169,15 +180,7 @@ class KernelWindowBuilder:
             sections = {sid: mask[keep] for sid, mask in asg.sections.items()}
         else:
             resolved, sections, inside = k, asg.sections, asg.any_section
-        dur = resolved.duration_ns.astype(np.float64)
-        comm = self.keys.is_comm(kid)
-        timed_comm = inside & comm
-        self._comm += int(np.count_nonzero(timed_comm))
-        self._comm_ns += int(resolved.duration_ns[timed_comm].sum())
-        self._unattributed += int(np.count_nonzero(~inside))
-        use = inside & ~comm
-        self._records += int(np.count_nonzero(use))
-        self._global.add(kid, dur, use=use)
+        dur, comm = self._count_and_fold(resolved, kid, inside)
         if self._per_section is not None:
             # By section id: where ``max_section_groups`` runs out, the groups of lower
             # section ids get the rows (the compiled path does the same).

@@ -8,11 +8,14 @@ of B/A. Modes, all in the same run and on the same steps:
   bare_raw      CUPTI CONCURRENT_KERNEL tracing, raw buffer callback (ctypes) only counting
   bare_cupti    CUPTI CONCURRENT_KERNEL tracing, cupti-python callback only counting records
   ours_i1       pacekeeper Detector, profiling_interval=1, every entry traced
-  ours_default  pacekeeper Detector with its defaults
+  ours_default  pacekeeper Detector with its defaults (gated attribution since
+                2026-12-03)
   ours_*_forced the same two with a report's fence flushing CUPTI forced
                 (PACEKEEPER_REPORT_FLUSH=forced; plain first since 2026-12-02)
-  ours_*_gated  the same two with gated attribution (PACEKEEPER_KERNEL_ATTRIBUTION=
+  ours_*_gated  the same two with gated attribution named (PACEKEEPER_KERNEL_ATTRIBUTION=
                 gated: records on inside traced entries alone, no section markers)
+  ours_*_by_markers  the same two with section markers (PACEKEEPER_KERNEL_ATTRIBUTION=
+                markers: the detector's default before 2026-12-03)
   ours_i1_marker_fence  ours_i1 with a fence marker at every report (no quiet fence:
                 CuptiBackend.quiet_fence off, as before 2026-12-02's sixth session)
   ours_*_driver the same two with driver-call section markers (PACEKEEPER_KERNEL_MARKER=

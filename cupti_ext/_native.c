@@ -36,6 +36,10 @@ enum {
 /* Indexes into the int64 ``counts`` array. */
 enum { C_KERNELS, C_MEMSETS, C_EXTERNALS, C_APIS, C_INCOMPLETE, C_RECORDS, C_WHOLE, C_COUNT };
 
+/* Bumped whenever an entry point keeps its signature but changes what it does, so a
+ * library left from an older build is refused (native.py) rather than misread. */
+#define PK_ABI 2
+int pk_abi(void) { return PK_ABI; }
 int pk_layout_fields(void) { return L_COUNT; }
 int pk_out_fields(void) { return O_COUNT; }
 int pk_count_fields(void) { return C_COUNT; }
@@ -301,7 +305,10 @@ static inline int inside(int64_t *L, int64_t c)
  * goes to ``deferred`` as (list index, kernel index), list -1 for the global table,
  * for Python to give the key a row and fold it after. Every kernel of a key without
  * a row is deferred, so each row still sees its samples in launch order.
- * ``deferred`` holds n * (n_lists + 1) pairs, n without a section table. */
+ * ``deferred`` holds n * (n_lists + 1) pairs, n without a section table.
+ *
+ * n_lists < 0: every kernel is inside a traced entry (gated attribution: records were
+ * on for traced entries alone), no list is read and no section table folded. */
 void pk_attribute_fold(const uint32_t *corr, const int64_t *dur_ns, const int64_t *kid,
                        int64_t n, int64_t pend_after, int64_t pend_before,
                        const uint8_t *comm, int64_t *lists, int64_t n_lists,
@@ -322,7 +329,7 @@ void pk_attribute_fold(const uint32_t *corr, const int64_t *dur_ns, const int64_
         }
         int64_t k = kid[i];
         int is_comm = comm[k] != 0;
-        int any = 0;
+        int any = n_lists < 0;
         int64_t last_section = -1;
         for (int64_t j = 0; j < n_lists; j++) {
             int64_t *L = lists + j * LIST_FIELDS;

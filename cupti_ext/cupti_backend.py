@@ -38,6 +38,8 @@ from .cupti_env import (
     CuptiUnavailable,
     attribution_from_env,
     buffer_bytes_from_env,
+    cupti_api_version,
+    default_attribution,
     injected_tool,
     load_cupti,
     marker_modes_from_env,
@@ -47,7 +49,7 @@ from .cupti_env import (
 )
 from .cupti_session import CuptiSession, memset_resources
 from .kernel_keys import comm_pattern_from_env
-from .records import RecordLayout
+from .records import RecordLayout, RecordLayoutUnavailable
 from .sampling import START_SAMPLE_EVERY, keep_records_on, next_sample_every
 from .window_builder import KernelWindowBuilder
 
@@ -91,12 +93,15 @@ class CuptiBackend:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         fixed = sample_every_from_env() if sample_every is None else sample_every
-        attribution = attribution_from_env() if attribution is None else attribution
+        if attribution is None:
+            attribution = attribution_from_env() or default_attribution(section_stats)
         if attribution not in ("markers", "gated"):
             raise ValueError(f"attribution={attribution!r} is not one of markers, gated")
         self.attribution = attribution
         """``markers`` (section markers in CUPTI's records) or ``gated`` (kernel records
-        on inside traced entries alone, no markers: NVRx's way; ``ATTRIBUTION_ENV``)."""
+        on inside traced entries alone, no markers: NVRx's way). The argument, else
+        ``ATTRIBUTION_ENV``, else ``markers`` with a per-section table (``section_stats``)
+        and ``gated`` without one (the detector's)."""
         self._gated_only = attribution == "gated"
         modes = marker_modes_from_env()
         self.report_flush_forced = report_flush_forced_from_env()
@@ -111,7 +116,17 @@ class CuptiBackend:
             raise CuptiConflict(f"another CUPTI tool is injected ({tool} is set)")
         self._c = load_cupti() if cupti_module is None else cupti_module
         c = self._c
-        self._layout = RecordLayout.from_cupti(c)
+        c.get_timestamp()  # loads libcupti: its version says which records it writes
+        self.cupti_version = (
+            cupti_api_version()
+            if cupti_module is None
+            else getattr(cupti_module, "api_version", None)  # a simulated CUPTI's
+        )
+        """CUPTI_API_VERSION of the library cupti-python loaded (None: not known)."""
+        try:
+            self._layout = RecordLayout.from_cupti(c, self.cupti_version)
+        except RecordLayoutUnavailable as e:
+            raise CuptiUnavailable(str(e)) from e
         self._kernel_kind = c.ActivityKind.CONCURRENT_KERNEL
         self._ext_kind = int(c.ExternalCorrelationKind.CUSTOM2)  # CUSTOM0/1 are Kineto's
         if buffer_size is None:
@@ -155,7 +170,6 @@ class CuptiBackend:
         self._lock = self._intake.lock
         raw: RawBuffers | None = None
         if raw_buffers:
-            c.get_timestamp()  # loads libcupti
             register_fn = register_callbacks_function()
             if register_fn is not None:
                 raw = RawBuffers(register_fn, buffer_size, self._intake.on_bytes)
@@ -181,6 +195,16 @@ class CuptiBackend:
         # may hand a buffer of kernels over before the buffer of their markers.
         self._builder.book.sent = self._marked
         BEFORE_PROFILER.append(self._yield_to_profiler)  # once CUPTI is ours for sure
+        logger.info(
+            "CUPTI kernel timing ready",
+            extra={
+                "attribution": self.attribution,
+                "marker": self.marker_mode,
+                "buffers": self.buffer_path,
+                "cupti_version": self.cupti_version,
+                "kernel_record": self._layout.kernel_dtype.itemsize,
+            },
+        )
 
     def _section_memset_kind(self) -> Any:
         """The kind switched with kernel records: memset section markers are recorded
@@ -413,6 +437,23 @@ class CuptiBackend:
                 settled=None if self._raw is None or not self.quiet_fence else self._raw.settled,
             ):
                 self._fail("fence", TimeoutError("CUPTI buffers not delivered in time"))
+            # Gated, no section marker says whether CUPTI still hands our records to us:
+            # a window of traced entries that brought no record at all asks for a fence
+            # marker (entries that launch nothing get one; a tool that took the buffer
+            # callbacks gets ours, and the conflict check below sees none came).
+            probe = (
+                live
+                and self._gated_only
+                and bool(self._window_traced)
+                and not self._builder.received
+            )
+            if probe:
+                self._session.fence(
+                    self._marker,
+                    self.fence_timeout_s,
+                    gated=self._memset_on(),
+                    plain_grace_s=self.plain_flush_grace_s,
+                )
             t1 = time.perf_counter()
             cupti_dropped = 0 if self._closed else self._cupti_dropped()
             t2 = time.perf_counter()
@@ -430,7 +471,7 @@ class CuptiBackend:
                 "buffers_in_fence": float(intake.buffers_handled - buffers0),
                 "handling_in_fence_ms": (intake.handling_s - handling0) * 1e3,
             }
-            self._check_conflict(received)
+            self._check_conflict(received, expected=bool(self._markers_sent) or probe)
             self._markers_sent = 0
             self._resample(window)
             if window.dropped_records:
@@ -491,10 +532,11 @@ class CuptiBackend:
         window."""
         return dict(self._last_collect)
 
-    def _check_conflict(self, received: int) -> None:
-        if self._markers_sent and not received and not self._paused:
-            # Markers always produce records; none arrived, so another tool registered
-            # its own buffer callbacks over ours. Take them back once per window.
+    def _check_conflict(self, received: int, *, expected: bool) -> None:
+        if expected and not received and not self._paused:
+            # Markers always produce records (section markers, or the gated window's
+            # fence); none arrived, so another tool registered its own buffer callbacks
+            # over ours. Take them back once per window.
             self._failures["conflict"] = self._failures.get("conflict", 0) + 1
             if self._failures["conflict"] == 1:
                 logger.warning("CUPTI records went to another tool; re-attaching kernel timing")

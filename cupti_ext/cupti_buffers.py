@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .cupti_env import CuptiUnavailable
+from .cupti_env import CuptiUnavailable, cupti_function_address
 from .records import (
     DecodeScratch,
     RecordLayout,
@@ -30,13 +30,14 @@ from .window_builder import KernelWindowBuilder
 
 logger = logging.getLogger(__name__)
 
-_BufferRequested = ctypes.CFUNCTYPE(
+# cuptiActivityRegisterCallbacks' two callback types (cupti_activity.h).
+BufferRequested = ctypes.CFUNCTYPE(
     None,
     ctypes.POINTER(ctypes.c_void_p),
     ctypes.POINTER(ctypes.c_size_t),
     ctypes.POINTER(ctypes.c_size_t),
 )
-_BufferCompleted = ctypes.CFUNCTYPE(
+BufferCompleted = ctypes.CFUNCTYPE(
     None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
 )
 
@@ -48,18 +49,10 @@ def register_callbacks_function() -> Any | None:
     copies (torch's and cupti-python's), and callbacks registered on the wrong one
     never receive a buffer.
     """
-    try:
-        from cupti._internal import cupti as internal
-
-        pointers = internal._inspect_function_pointers()
-    except Exception:
-        return None
-    addr = next(
-        (v for k, v in pointers.items() if k.lstrip("_") == "cuptiActivityRegisterCallbacks"), 0
-    )
+    addr = cupti_function_address("cuptiActivityRegisterCallbacks")
     if not addr:
         return None
-    proto = ctypes.CFUNCTYPE(ctypes.c_int, _BufferRequested, _BufferCompleted)
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, BufferRequested, BufferCompleted)
     return proto(addr)
 
 
@@ -94,8 +87,8 @@ class RawBuffers:
         self._in_hand = 0  # buffers CUPTI handed back whose bytes are being handled
         self._lock = threading.Lock()
         # Keep the C callbacks alive as long as CUPTI may call them.
-        self._requested = _BufferRequested(self._request)
-        self._completed = _BufferCompleted(self._complete)
+        self._requested = BufferRequested(self._request)
+        self._completed = BufferCompleted(self._complete)
 
     def register(self) -> None:
         # CUPTI keeps calling the last registered pair (a flush at process exit, say)
@@ -215,7 +208,9 @@ class BufferIntake:
 __all__ = [
     "BUFFER_BYTES",
     "SPARE_BYTES",
+    "BufferCompleted",
     "BufferIntake",
+    "BufferRequested",
     "RawBuffers",
     "register_callbacks_function",
 ]

@@ -10,6 +10,7 @@ so that every CUPTI-side module raises the same ``CuptiUnavailable``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +56,34 @@ def load_cupti() -> Any:
     except OSError as e:
         raise CuptiUnavailable(f"cupti-python cannot load libcupti ({e})") from e
     return cupti
+
+
+def cupti_function_address(name: str) -> int:
+    """Address of CUPTI function ``name`` in the very libcupti cupti-python calls (0 where
+    unknown): a process can hold two libcupti copies (torch's and cupti-python's), and a
+    call into the wrong one acts on a CUPTI that never sees our records."""
+    try:
+        from cupti._internal import cupti as internal
+
+        pointers = internal._inspect_function_pointers()
+    except Exception:
+        return 0
+    return int(next((v for k, v in pointers.items() if k.lstrip("_") == name), 0) or 0)
+
+
+def cupti_api_version() -> int | None:
+    """``cuptiGetVersion`` of the libcupti cupti-python loaded (e.g. 130401 for 13.4), or
+    None where it cannot be asked: the records that library writes follow it."""
+    version = ctypes.c_uint32(0)
+    try:
+        addr = cupti_function_address("cuptiGetVersion")
+        if addr:
+            get: Any = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint32))(addr)
+        else:  # by soname: the libcupti already loaded, if one is
+            get = ctypes.CDLL("libcupti.so.13").cuptiGetVersion
+        return int(version.value) if get(ctypes.byref(version)) == 0 else None
+    except Exception:
+        return None
 
 
 def injected_tool(environ: dict[str, str] | None = None) -> str | None:
@@ -169,14 +198,24 @@ def report_flush_forced_from_env(environ: dict[str, str] | None = None) -> bool:
     return raw == "forced"
 
 
-def attribution_from_env(environ: dict[str, str] | None = None) -> str:
-    """How kernels are attributed to section entries: ``markers`` (unset) or ``gated``."""
+def attribution_from_env(environ: dict[str, str] | None = None) -> str | None:
+    """How kernels are attributed to section entries, as the user set it: ``markers``,
+    ``gated``, or None (unset: the backend's default, ``default_attribution``)."""
     raw = (os.environ if environ is None else environ).get(ATTRIBUTION_ENV, "").strip().lower()
     if raw == "":
-        return "markers"
+        return None
     if raw not in ATTRIBUTIONS:
         raise ValueError(f"{ATTRIBUTION_ENV}={raw!r} is not one of {', '.join(ATTRIBUTIONS)}")
     return raw
+
+
+def default_attribution(section_stats: bool) -> str:
+    """The attribution a backend gets where neither its caller nor the environment
+    chose one. A per-section kernel table needs section markers (``markers``); without
+    one, records on inside traced entries alone (``gated``) count the same kernels at a
+    fraction of the cost: no marker per entry, none for CUPTI to flush at the report
+    (docs/kernel-timing.md, "Gated attribution")."""
+    return "markers" if section_stats else "gated"
 
 
 def sample_every_from_env(environ: dict[str, str] | None = None) -> int | None:
@@ -205,6 +244,9 @@ __all__ = [
     "CuptiConflict",
     "CuptiUnavailable",
     "buffer_bytes_from_env",
+    "cupti_api_version",
+    "cupti_function_address",
+    "default_attribution",
     "injected_tool",
     "load_cupti",
     "marker_modes_from_env",

@@ -60,6 +60,9 @@ the pairs all name one section."""
 SNAPSHOT_FIELDS = 7
 """Doubles per row of ``pk_snapshot``'s output: count, median, mean, min, max, standard
 deviation, total."""
+ABI = 2
+"""``pk_abi()`` of the library this code speaks to (2: ``pk_attribute_fold`` takes a
+negative list count for "every kernel inside")."""
 MARK_BYTES = 24
 """Bytes of one element of ``pk_markers``' sort scratch (packed id, order, id)."""
 
@@ -92,6 +95,7 @@ class NativeLib:
         self.count_fields = int(lib.pk_count_fields())
         # A library left over from an older build must not be fed today's arrays.
         expected = (
+            ABI,
             _LAYOUT_FIELDS,
             OUT_FIELDS,
             COUNT_FIELDS,
@@ -102,6 +106,7 @@ class NativeLib:
         )
         try:
             found = (
+                int(lib.pk_abi()),
                 self.layout_fields,
                 self.out_fields,
                 self.count_fields,

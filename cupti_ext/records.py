@@ -35,6 +35,35 @@ _SPAN_LIMIT = 64 * 1024 * 1024
 _RUN_CHUNK = 512
 
 
+RECORD_VERSIONS: tuple[tuple[int, int, int], ...] = (
+    (130400, 13, 5),
+    (130300, 12, 4),
+    (130100, 11, 4),
+    (0, 10, 4),
+)
+"""(lowest CUPTI_API_VERSION, kernel record, memset record): the records a CUPTI library
+writes for CONCURRENT_KERNEL and MEMSET, newest first. Read from cupti_activity.h of
+the nvidia-cuda-cupti wheels 13.0.85 to 13.5.25 (the newest ``CUpti_ActivityKernelN``
+and ``CUpti_ActivityMemsetN`` each defines): 13.0 writes Kernel10 and Memset4, 13.1 and
+13.2 Kernel11, 13.3 Kernel12, 13.4 and 13.5 Kernel13 and Memset5. Decoding a newer
+library's records with an older struct misreads every record after the first
+(seen on the H200, 2026-12-03: CUPTI 13.4 read as 13.0's, no kernel counted)."""
+
+
+class RecordLayoutUnavailable(Exception):
+    """This cupti-python has no dtype for the records its CUPTI library writes."""
+
+
+def record_versions(api_version: int | None) -> tuple[int, int]:
+    """(kernel, memset) record versions a CUPTI library of ``api_version`` writes; None
+    (unknown) is taken for 13.0's, the pairing cupti-python 13.0 ships with."""
+    version = 0 if api_version is None else api_version
+    for lowest, kernel, memset in RECORD_VERSIONS:
+        if version >= lowest:
+            return kernel, memset
+    return RECORD_VERSIONS[-1][1:]
+
+
 @dataclass(frozen=True, slots=True)
 class RecordLayout:
     """Kinds and dtypes of the records we decode (from ``cupti.cupti``)."""
@@ -50,18 +79,31 @@ class RecordLayout:
     memset_dtype: np.dtype[Any]
 
     @classmethod
-    def from_cupti(cls, cupti: Any) -> RecordLayout:
+    def from_cupti(cls, cupti: Any, api_version: int | None = None) -> RecordLayout:
+        """The layout of the records a CUPTI library of ``api_version`` writes, from
+        cupti-python's dtypes; ``RecordLayoutUnavailable`` where this cupti-python is
+        older than the library (it has no dtype for them: pair the two versions)."""
         kinds = cupti.ActivityKind
+        kernel, memset = record_versions(api_version)
+        dtypes = []
+        for name in (f"activity_kernel{kernel}_dtype", f"activity_memset{memset}_dtype"):
+            dtype = getattr(cupti, name, None)
+            if dtype is None:
+                raise RecordLayoutUnavailable(
+                    f"CUPTI {_dotted(api_version)} writes records this cupti-python has "
+                    f"no {name} for: install the cupti-python of the CUPTI the job loads"
+                )
+            dtypes.append(dtype)
         return cls(
             kernel_kind=int(kinds.CONCURRENT_KERNEL),
             external_kind=int(kinds.EXTERNAL_CORRELATION),
             driver_kind=int(kinds.DRIVER),
             runtime_kind=int(kinds.RUNTIME),
-            kernel_dtype=cupti.activity_kernel10_dtype,
+            kernel_dtype=dtypes[0],
             external_dtype=cupti.activity_external_correlation_dtype,
             api_dtype=cupti.activity_api_dtype,
             memset_kind=int(kinds.MEMSET),
-            memset_dtype=cupti.activity_memset4_dtype,
+            memset_dtype=dtypes[1],
         )
 
     def itemsize(self, kind: int) -> int:
@@ -402,3 +444,10 @@ def concat(parts: Sequence[DecodedBuffer], layout: RecordLayout) -> DecodedBuffe
         incomplete=sum(p.incomplete for p in parts),
         other=sum(p.other for p in parts),
     )
+
+
+def _dotted(api_version: int | None) -> str:
+    """130401 -> '13.4' (CUPTI_API_VERSION is major*10000 + minor*100 + patch)."""
+    if not api_version:
+        return "(version unknown)"
+    return f"{api_version // 10000}.{api_version // 100 % 100}"

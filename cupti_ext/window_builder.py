@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import native
-from .attribution import MarkerBook, serial_of
+from .attribution import _NEVER_ABOVE, MarkerBook, serial_of
 from .backend import KernelStat, KernelWindow
 from .kernel_keys import KernelKeyTable
 from .kernel_stats import RingStats
@@ -148,7 +148,11 @@ class KernelWindowBuilder:
     def _fold_inside(self, k: KernelBatch, kid: I64) -> None:
         """Count and fold every kernel of ``k`` as inside a traced entry (gated
         attribution: records were on for those alone); sections get no table."""
-        self._count_and_fold(k, kid, np.ones(len(kid), np.bool_))
+        lib = native.library()
+        if lib is not None:
+            self._add_native(lib, k, kid, all_inside=True)
+        else:
+            self._count_and_fold(k, kid, np.ones(len(kid), np.bool_))
 
     def _count_and_fold(
         self, k: KernelBatch, kid: I64, inside: npt.NDArray[np.bool_]
@@ -199,15 +203,17 @@ class KernelWindowBuilder:
         self._pending, self._pending_kid = held, kid
 
     def _add_native(
-        self, lib: native.NativeLib, k: KernelBatch, kid: I64
+        self, lib: native.NativeLib, k: KernelBatch, kid: I64, *, all_inside: bool = False
     ) -> tuple[KernelBatch, I64] | None:
         """``_attribute``'s work in one compiled pass (``pk_attribute_fold``); the same
-        results as the numpy path (tests/unit/cupti_ext/test_native.py)."""
+        results as the numpy path (tests/unit/cupti_ext/test_native.py). With
+        ``all_inside`` (gated attribution) every kernel counts as inside a traced entry:
+        no list is read, none is held, no section table is folded."""
         n = len(k.correlation_id)
         kid = np.ascontiguousarray(kid, np.int64)
         n_keys = len(self.keys.keys)
-        per_section = self._per_section
-        refs = self.book.interval_refs()
+        per_section = None if all_inside else self._per_section
+        refs = [] if all_inside else self.book.interval_refs()
         n_lists = len(refs)
         # A kernel defers at most once per table (global, and its sections with one).
         tables = 1 + (n_lists if per_section is not None else 0)
@@ -222,7 +228,7 @@ class KernelWindowBuilder:
                     (a, b, m, per_section.dense_map(sid * _KEY_STRIDE, n_keys)[1], sid, 0)
                     for sid, a, b, m in refs
                 ]
-        after, before = self.book.pending_bounds()
+        after, before = (_NEVER_ABOVE, 0) if all_inside else self.book.pending_bounds()
         corr = np.ascontiguousarray(k.correlation_id, np.uint32)
         dur = np.ascontiguousarray(k.duration_ns, np.int64)
         counts = scratch.counts
@@ -235,7 +241,7 @@ class KernelWindowBuilder:
             before,
             scratch.address_of(self.keys.comm_flags),
             scratch.meta_ptr,
-            n_lists,
+            -1 if all_inside else n_lists,
             self._global.dense_map(0, n_keys)[1],
             scratch.address_of(self._global.address_array()),
             None if per_section is None else scratch.address_of(per_section.address_array()),
@@ -256,7 +262,11 @@ class KernelWindowBuilder:
             # Keys without a row yet (new kernels, or new in a section): rows now, then
             # their samples, in launch order.
             which, index = deferred[:n_deferred, 0], deferred[:n_deferred, 1]
-            table_of = np.where(which < 0, -1, meta[np.maximum(which, 0), _META_SECTION])
+            table_of = (
+                np.where(which < 0, -1, meta[np.maximum(which, 0), _META_SECTION])
+                if n_lists
+                else which  # no lists: every deferred kernel is the global table's (-1)
+            )
             for sid in np.unique(table_of).tolist():  # section order, as the numpy path
                 pick = index[table_of == sid]
                 table = self._global if sid < 0 else per_section

@@ -44,7 +44,7 @@ class Ours(SectionMode):
         *,
         forced_flush: bool = False,
         quiet_fence: bool = True,
-        attribution: str = "markers",
+        attribution: str | None = None,
     ) -> None:
         self.name = name
         self.sample_every = sample_every
@@ -65,7 +65,10 @@ class Ours(SectionMode):
 
         os.environ["PACEKEEPER_KERNEL_MARKER"] = self.marker
         os.environ["PACEKEEPER_REPORT_FLUSH"] = "forced" if self.forced_flush else "plain"
-        os.environ["PACEKEEPER_KERNEL_ATTRIBUTION"] = self.attribution
+        if self.attribution is None:  # the detector's default (gated)
+            os.environ.pop("PACEKEEPER_KERNEL_ATTRIBUTION", None)
+        else:
+            os.environ["PACEKEEPER_KERNEL_ATTRIBUTION"] = self.attribution
         if self.buffer_kib is not None:
             os.environ["PACEKEEPER_CUPTI_BUFFER_KIB"] = str(self.buffer_kib)
         else:

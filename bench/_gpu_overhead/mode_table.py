@@ -25,9 +25,13 @@ MODES: dict[str, Callable[[], Mode]] = {
     "ours_i1_forced": lambda: Ours("ours_i1_forced", 1, forced_flush=True),
     # A report's fence with its marker always, as before 2026-12-02's sixth session.
     "ours_i1_marker_fence": lambda: Ours("ours_i1_marker_fence", 1, quiet_fence=False),
-    # Gated attribution: records on inside traced entries alone, no section markers.
+    # The detector's attribution named (gated, its default since 2026-12-03: records on
+    # inside traced entries alone, no section markers), and section markers instead
+    # (its default before, still a backend's with a per-section table).
     "ours_i1_gated": lambda: Ours("ours_i1_gated", 1, attribution="gated"),
     "ours_default_gated": lambda: Ours("ours_default_gated", None, attribution="gated"),
+    "ours_i1_by_markers": lambda: Ours("ours_i1_by_markers", 1, attribution="markers"),
+    "ours_default_by_markers": lambda: Ours("ours_default_by_markers", None, attribution="markers"),
     "ours_default_forced": lambda: Ours("ours_default_forced", None, forced_flush=True),
     "ours_i1_driver": lambda: Ours("ours_i1_driver", 1, marker="driver"),
     "ours_default_driver": lambda: Ours("ours_default_driver", None, marker="driver"),

@@ -1,7 +1,9 @@
 """The CUPTI backend on a real GPU: counts, names, attribution, sampling, conflicts.
 
 Every test runs with each marker mode a detector started after the model can get:
-``memset`` (the default) and ``driver`` (the fallback where memsets cannot be used).
+``memset`` (the default) and ``driver`` (the fallback where memsets cannot be used), and
+with each attribution: ``markers`` (a backend with a per-section table, made directly)
+and ``gated`` (records on inside traced entries alone: the detector's default).
 """
 
 from __future__ import annotations
@@ -35,10 +37,15 @@ def marker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
+@pytest.fixture(params=["markers", "gated"])
+def attribution(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def backend(marker: str) -> Iterator[CuptiBackend]:
-    b = CuptiBackend(sample_every=1)
-    assert b.marker_mode == marker
+def backend(marker: str, attribution: str) -> Iterator[CuptiBackend]:
+    b = CuptiBackend(sample_every=1, attribution=attribution)
+    assert (b.marker_mode, b.attribution) == (marker, attribution)
     yield b
     b.shutdown()
 
@@ -127,6 +134,17 @@ def test_interleaved_sections_get_only_their_own_kernels(backend, x):
         add_kernels(x, 2)
         backend.stop("A")
     window = collect(backend)
+    # Both ways, only what ran inside the entries counts (gated: the rest is never
+    # recorded; markers: recorded between entries, counted as unattributed).
+    assert {kind_of(n): c for n, c in counts_by_name(backend, window.kernels).items()} == {
+        "add": 6 * STEPS,
+        "mul": 6 * STEPS,
+    }
+    assert window.records == 12 * STEPS
+    if backend.attribution == "gated":
+        assert window.sections == {} and window.unattributed_records == 0
+        return
+    assert window.unattributed_records == 5 * STEPS
     per = {s: counts_by_name(backend, k) for s, k in window.sections.items()}
     assert set(window.sections) == {"A", "B"}
     assert {kind_of(n): c for n, c in counts_by_name(backend, window.sections["A"]).items()} == {
@@ -135,10 +153,6 @@ def test_interleaved_sections_get_only_their_own_kernels(backend, x):
     assert {kind_of(n): c for n, c in counts_by_name(backend, window.sections["B"]).items()} == {
         "mul": 6 * STEPS
     }, per
-    assert {kind_of(n): c for n, c in counts_by_name(backend, window.kernels).items()} == {
-        "add": 6 * STEPS,
-        "mul": 6 * STEPS,
-    }
 
 
 def test_nested_section_kernels_count_in_both_sections_and_once_overall(backend, x):
@@ -151,13 +165,16 @@ def test_nested_section_kernels_count_in_both_sections_and_once_overall(backend,
         backend.stop("step")
     window = collect(backend)
     kinds = lambda stats: {kind_of(n): c for n, c in counts_by_name(backend, stats).items()}  # noqa: E731
+    assert kinds(window.kernels) == {"add": 3 * STEPS, "mul": 2 * STEPS}
+    if backend.attribution == "gated":
+        assert window.sections == {}  # no markers, no per-section table
+        return
     assert kinds(window.sections["forward"]) == {"add": 3 * STEPS}
     assert kinds(window.sections["step"]) == {"add": 3 * STEPS, "mul": 2 * STEPS}
-    assert kinds(window.kernels) == {"add": 3 * STEPS, "mul": 2 * STEPS}
 
 
-def test_sampling_traces_one_in_n_outermost_entries(marker, x):
-    b = CuptiBackend(sample_every=4)
+def test_sampling_traces_one_in_n_outermost_entries(marker, attribution, x):
+    b = CuptiBackend(sample_every=4, attribution=attribution)
     try:
         for _ in range(STEPS):
             b.start("step")
@@ -203,8 +220,8 @@ def test_torch_profiler_pauses_timing_and_it_resumes_after(backend, x):
     assert after.records == 15
 
 
-def test_dynamic_shapes_stay_within_the_key_bound(marker):
-    b = CuptiBackend(sample_every=1, max_keys=8)
+def test_dynamic_shapes_stay_within_the_key_bound(marker, attribution):
+    b = CuptiBackend(sample_every=1, max_keys=8, attribution=attribution)
     try:
         b.start("step")
         for n in range(1, 400, 3):
@@ -217,11 +234,11 @@ def test_dynamic_shapes_stay_within_the_key_bound(marker):
         b.shutdown()
 
 
-def test_sampling_follows_what_tracing_cost_in_the_last_window(monkeypatch, x):
+def test_sampling_follows_what_tracing_cost_in_the_last_window(monkeypatch, attribution, x):
     monkeypatch.delenv("PACEKEEPER_KERNEL_SAMPLE_EVERY", raising=False)
     import time
 
-    b = CuptiBackend()
+    b = CuptiBackend(attribution=attribution)
     try:
         assert b.adaptive_sampling and b.sample_every == 32
         for _ in range(64):  # short entries, 15 kernels each: tracing all would cost a lot

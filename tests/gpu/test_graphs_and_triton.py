@@ -1,7 +1,8 @@
 """Kernels the program does not launch one by one: a CUDA graph's, replayed inside a
 section, in every marker mode (issue 19: seen with ``api`` markers only), and Triton's,
 whose names are not C++ symbols and which a compiler can make without end (the key
-bound holds). Both marker modes a detector started after the model can get."""
+bound holds). Both marker modes a detector started after the model can get, and both
+attributions (``markers``, and ``gated``: the detector's default)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,19 @@ REPLAYS = 12
 PER_GRAPH = {"add": 3, "mul": 2}
 
 
+@pytest.fixture(params=["markers", "gated"])
+def attribution(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(params=["memset", "driver"])
 def backend(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, attribution: str
 ) -> Iterator[CuptiBackend]:
     monkeypatch.setenv("PACEKEEPER_KERNEL_MARKER", request.param)
     torch.zeros(1, device="cuda")  # the model exists before the detector: a context too
-    b = CuptiBackend(sample_every=1)
-    assert b.marker_mode == request.param
+    b = CuptiBackend(sample_every=1, attribution=attribution)
+    assert (b.marker_mode, b.attribution) == (request.param, attribution)
     yield b
     b.shutdown()
 
@@ -63,14 +69,22 @@ def test_replayed_graph_kernels_count_in_the_section_that_replays_them(backend):
         graph.replay()  # outside every section: never counted
     torch.cuda.synchronize()
     window = backend.collect()
+    per_replay = sum(PER_GRAPH.values())
+    assert window.records == (per_replay + 1) * REPLAYS
+    assert window.dropped_records == 0 and window.held_records == 0
+    assert _kinds(backend, window.kernels) == {
+        "add": PER_GRAPH["add"] * REPLAYS,
+        "mul": (PER_GRAPH["mul"] + 1) * REPLAYS,
+    }
+    if backend.attribution == "gated":
+        # The replays outside every section were never recorded: records were off.
+        assert window.unattributed_records == 0 and window.sections == {}
+        return
     assert _kinds(backend, window.sections["replay"]) == {
         k: n * REPLAYS for k, n in PER_GRAPH.items()
     }
     assert _kinds(backend, window.sections["eager"]) == {"mul": REPLAYS}
-    per_replay = sum(PER_GRAPH.values())
-    assert window.records == (per_replay + 1) * REPLAYS
     assert window.unattributed_records == per_replay * REPLAYS
-    assert window.dropped_records == 0 and window.held_records == 0
 
 
 def test_triton_kernels_are_attributed_and_their_keys_stay_bounded(backend):
@@ -96,7 +110,7 @@ def test_triton_kernels_are_attributed_and_their_keys_stay_bounded(backend):
     for k in kernels:  # compile outside the window
         k[(16,)](x, x.numel(), BLOCK=1024)
     torch.cuda.synchronize()
-    bounded = CuptiBackend(sample_every=1, max_keys=8)
+    bounded = CuptiBackend(sample_every=1, max_keys=8, attribution=backend.attribution)
     try:
         bounded.start("step")
         for k in kernels:
@@ -105,7 +119,9 @@ def test_triton_kernels_are_attributed_and_their_keys_stay_bounded(backend):
         torch.cuda.synchronize()
         window = bounded.collect()
         assert window.records == len(kernels)
-        assert sum(s.num for s in window.sections["step"].values()) == len(kernels)
+        assert sum(s.num for s in window.kernels.values()) == len(kernels)
+        if bounded.attribution == "markers":
+            assert sum(s.num for s in window.sections["step"].values()) == len(kernels)
         assert len(window.kernels) <= 9  # max_keys plus the overflow key
         names = bounded.kernel_names()
         assert any("scale_" in names[k] for k in window.kernels)

@@ -31,14 +31,18 @@ _COUNT_CASES = [
 and backward of 133 linear layers, backward's kernels launched by autograd's thread
 (CUPTI buffers records per thread, so those come in other buffers than the markers)."""
 _GATED_CASES = [
-    (pinned, nccl, body)
+    (marker, pinned, nccl, body)
+    for marker in ("memset", "api")
     for pinned in (True, False)
     for nccl in (False, True)
     for body in ("add", "model")
 ]
 """The same windows with gated attribution (records on inside entries alone, no section
-markers; ``PACEKEEPER_KERNEL_ATTRIBUTION=gated``), memset fences."""
-_PROFILER_CASES = ["memset", "api"]
+markers; ``PACEKEEPER_KERNEL_ATTRIBUTION=gated``, the detector's default), the marker
+mode's fences: memset, and api with the detector started before the CUDA context."""
+_PROFILER_CASES = [
+    (marker, attribution) for attribution in ("markers", "gated") for marker in ("memset", "api")
+]
 _PARALLEL = 8
 
 
@@ -72,12 +76,14 @@ def runs() -> dict[str, Any]:
         core = cores[(i + 1) % len(cores)] if pinned else -1
         case = _case_id(marker, pinned, nccl, body)
         jobs[case] = _command("counts", marker, core, nccl, 29600 + i, body)
-    for i, (pinned, nccl, body) in enumerate(_GATED_CASES):
+    for i, (marker, pinned, nccl, body) in enumerate(_GATED_CASES):
         core = cores[(i + 2) % len(cores)] if pinned else -1
-        case = "gated-" + _case_id("memset", pinned, nccl, body)
-        jobs[case] = _command("counts", "memset", core, nccl, 29800 + i, body, "gated")
-    for i, marker in enumerate(_PROFILER_CASES):
-        jobs[f"profiler-{marker}"] = _command("profiler", marker, -1, False, 29700 + i)
+        case = "gated-" + _case_id(marker, pinned, nccl, body)
+        jobs[case] = _command("counts", marker, core, nccl, 29800 + i, body, "gated")
+    for i, (marker, attribution) in enumerate(_PROFILER_CASES):
+        jobs[f"profiler-{attribution}-{marker}"] = _command(
+            "profiler", marker, -1, False, 29700 + i, attribution=attribution
+        )
     results: dict[str, Any] = {}
     pending = list(jobs.items())
     live: dict[str, subprocess.Popen[str]] = {}
@@ -114,22 +120,22 @@ def test_each_window_counts_every_kernel_torch_launched(runs, marker, pinned, nc
     assert "fence" not in result["failures"], result["failures"]
 
 
-@pytest.mark.parametrize(("pinned", "nccl", "body"), _GATED_CASES, ids=str)
-def test_gated_windows_count_every_kernel_torch_launched(runs, pinned, nccl, body):
-    result = runs["gated-" + _case_id("memset", pinned, nccl, body)]
+@pytest.mark.parametrize(("marker", "pinned", "nccl", "body"), _GATED_CASES, ids=str)
+def test_gated_windows_count_every_kernel_torch_launched(runs, marker, pinned, nccl, body):
+    result = runs["gated-" + _case_id(marker, pinned, nccl, body)]
     assert "windows" in result, result.get("out", "")[-3000:]
-    assert (result["attribution"], result["marker_mode"]) == ("gated", "memset")
+    assert (result["attribution"], result["marker_mode"]) == ("gated", marker)
     for w in result["windows"]:
         counts = (w["attributed"], w["unattributed"], w["held"], w["dropped"], w["lost_markers"])
         assert counts == (_expected(result, w["steps"]), 0, 0, 0, 0), w
     assert result["failures"] == {}, result["failures"]
 
 
-@pytest.mark.parametrize("marker", _PROFILER_CASES)
-def test_profilers_get_every_kernel_and_records_flow_again_after(runs, marker):
-    result = runs[f"profiler-{marker}"]
+@pytest.mark.parametrize(("marker", "attribution"), _PROFILER_CASES, ids=str)
+def test_profilers_get_every_kernel_and_records_flow_again_after(runs, marker, attribution):
+    result = runs[f"profiler-{attribution}-{marker}"]
     assert "windows" in result, result.get("out", "")[-3000:]
-    assert result["marker_mode"] == marker
+    assert (result["marker_mode"], result["attribution"]) == (marker, attribution)
     per_step = result["per_step"]["kernels"]
     assert result["plain_profiler"][0] == result["plain_profiler_steps"] * per_step
     cycles = [kernels for kernels, _ in result["scheduled_profiler"]]

@@ -84,7 +84,7 @@ def test_the_marker_fence_still_works_where_cupti_keeps_its_buffers(gated, fake,
 
 
 def test_the_setting_is_read_and_checked(monkeypatch, fake, libcuda):
-    assert attribution_from_env({}) == "markers"
+    assert attribution_from_env({}) is None  # unset: the backend's default
     assert attribution_from_env({ATTRIBUTION_ENV: " Gated "}) == "gated"
     with pytest.raises(ValueError, match=ATTRIBUTION_ENV):
         attribution_from_env({ATTRIBUTION_ENV: "timing"})
@@ -112,3 +112,77 @@ def test_a_fence_marker_inside_an_entry_is_recorded(gated, fake, names):
     gated.stop("step")
     assert (w.records, gated.last_collect["quiet"]) == (1, 0.0)
     assert gated.failures == {}
+
+
+def test_the_default_follows_the_per_section_table(monkeypatch, fake, libcuda):
+    # A backend keeping a per-section kernel table needs markers; one without (the
+    # detector's) is gated. The variable wins over both, the argument over it.
+    monkeypatch.delenv(ATTRIBUTION_ENV, raising=False)
+    made = []
+    try:
+        for stats, env, arg, want in (
+            (True, None, None, "markers"),
+            (False, None, None, "gated"),
+            (False, "markers", None, "markers"),
+            (True, "gated", None, "gated"),
+            (False, "gated", "markers", "markers"),
+        ):
+            if env is None:
+                monkeypatch.delenv(ATTRIBUTION_ENV, raising=False)
+            else:
+                monkeypatch.setenv(ATTRIBUTION_ENV, env)
+            b = CuptiBackend(
+                cupti_module=fake, libcuda=libcuda, section_stats=stats, attribution=arg
+            )
+            made.append(b)
+            assert b.attribution == want, (stats, env, arg)
+    finally:
+        for b in made:
+            b.shutdown()
+
+
+def test_the_detector_gets_gated_attribution_by_default(monkeypatch, fake, libcuda):
+    from pacekeeper.cupti_ext import selection
+
+    monkeypatch.delenv(ATTRIBUTION_ENV, raising=False)
+    monkeypatch.setattr(selection, "cuda_available", lambda: True)
+    monkeypatch.setattr(
+        selection, "make_cupti", lambda **o: CuptiBackend(cupti_module=fake, libcuda=libcuda, **o)
+    )
+    backend, choice = select_backend("auto", section_stats=False)  # as run_state asks
+    try:
+        assert choice.name == "cupti"
+        assert backend.attribution == "gated"  # type: ignore[attr-defined]
+    finally:
+        backend.shutdown()
+
+
+def test_callbacks_taken_by_another_tool_are_noticed_without_markers(gated, fake, names, caplog):
+    # Gated, no section marker is made: a window of traced entries with no record at
+    # all asks for a fence marker, which another tool's callbacks swallow too.
+    fake.raw = None  # another tool registered its own buffer callbacks
+    step(gated, fake, "step", names["gemm"], 2)
+    lost = gated.collect()
+    assert lost.records == 0
+    assert gated.failures.get("conflict") == 1
+    assert "re-attaching" in caplog.text
+    step(gated, fake, "step", names["gemm"], 2)
+    assert gated.collect().records == 2
+
+
+def test_entries_that_launch_nothing_are_not_a_conflict(gated, fake, libcuda, names):
+    # Sections with no kernel (a CPU-only part of the step): the fence marker comes,
+    # so nothing is re-attached and nothing is counted as a failure.
+    memsets = libcuda.called["cuMemsetD32Async"]
+    for _ in range(3):
+        gated.start("step")
+        gated.stop("step")
+    w = gated.collect()
+    assert w.records == 0
+    assert gated.failures == {}
+    assert gated.last_collect["quiet"] == 0.0  # the probe's fence had a marker
+    if gated.marker_mode == "memset":
+        assert libcuda.called["cuMemsetD32Async"] == memsets + 1
+    step(gated, fake, "step", names["gemm"], 2)
+    assert gated.collect().records == 2
+    assert gated.last_collect["quiet"] == 1.0  # records came: no probe

@@ -192,15 +192,17 @@ def test_statistics_agree_whatever_the_groups_masks_and_bounds(
     max_section_groups=st.sampled_from([2, 8192]),
     max_pending=st.sampled_from([4, 1 << 20]),
     section_stats=st.booleans(),
+    gated=st.booleans(),
 )
-def test_windows_agree_whatever_the_buffer_cuts_nesting_and_bounds(
-    seed, ring, max_section_groups, max_pending, section_stats
+def test_windows_agree_whatever_the_buffer_cuts_nesting_and_bounds(  # noqa: PLR0917
+    seed, ring, max_section_groups, max_pending, section_stats, gated
 ) -> None:
     """The one-pass attribution and fold (pk_attribute_fold) against the numpy path,
     window by window: entries of three sections, some nested, kernels of four names
     (one a communication kernel) at two launch sizes, records cut into buffers at
     random and shuffled inside each (a marker may come after its kernels, an exit
-    before its entry), windows taken at random points."""
+    before its entry), windows taken at random points. Gated (records on inside traced
+    entries alone), every kernel counts as inside and the markers are fences' alone."""
     rng = np.random.default_rng(seed)
     records: list[bytes] = []
     corr, serial = 10, 0
@@ -238,6 +240,7 @@ def test_windows_agree_whatever_the_buffer_cuts_nesting_and_bounds(
             max_section_groups=max_section_groups,
             max_pending=max_pending,
             section_stats=section_stats,
+            gated=gated,
         )
     )
     assert compiled == numpy_path
@@ -251,6 +254,7 @@ def _windows(
     max_section_groups: int = 8192,
     max_pending: int = 1 << 20,
     section_stats: bool = True,
+    gated: bool = False,
 ) -> list[dict[str, Any]]:
     """Feed the buffers to a window builder; a window after each buffer in ``takes``."""
     b = KernelWindowBuilder(
@@ -261,6 +265,7 @@ def _windows(
         keys=KernelKeyTable(resolve_name=WINDOW_NAMES.__getitem__),
         section_stats=section_stats,
     )
+    b.gated = gated
     windows = []
     for i, part in enumerate(buffers):
         if part:

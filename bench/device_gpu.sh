@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU tier and the GPU benches on a lent GPU machine (the device tool), from the
+# repository root, as the figures in docs/performance.md were made. The machine has
+# torch with CUDA but none of the project's other dependencies and no registry, so what
+# it needs travels along (name these in the device call's ``carry``):
+#   .whl/    cupti-python 13.0.1, nvidia-resiliency-ext 0.7.0, pydantic, pydantic-core,
+#            annotated-types, typing-extensions, typing-inspection (cp312 wheels)
+#   cupti_ext/_native*.so   the compiled record path, built here by `make venv`
+#   .cupti/  (probe only) other CUPTI libraries: 134/libcupti.so.13 and
+#            135/libcupti.so.13 from the nvidia-cuda-cupti 13.4.92 and 13.5.25 wheels,
+#            w134/ cupti-python 13.4.0 with cuda-pathfinder and pyelftools
+# Usage: bash bench/device_gpu.sh STEP... where STEP is
+#   tests     the whole GPU tier (tests/gpu), log in $OUT/gpu_tests.log
+#   report    generate_report, ours against NVRx ($REPORT_MODES, $REPORT_ROUNDS rounds)
+#   paired    the paired-block step overhead ($PAIRED_MODES)
+#   interleaved  overhead at the defaults by per-step interleaving ($INTERLEAVED_PAIRS)
+#   probe     can two CUPTI clients trace side by side, with each CUPTI library carried
+#   cupti134  the backend's GPU tests with CUPTI 13.4 and cupti-python 13.4
+set -uo pipefail
+OUT=${OUT:-/tmp/pk-out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+mkdir -p /tmp/pk/pacekeeper
+for d in detector cupti_ext controller; do ln -sfn "$PWD/$d" "/tmp/pk/pacekeeper/$d"; done
+export PYTHONPATH=/tmp/pk:/tmp/site PYTHONUNBUFFERED=1
+PYTEST=(python3 -m pytest -c /dev/null --rootdir . -p no:cacheprovider -ra
+        -W ignore::pytest.PytestConfigWarning --timeout 300)
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/machine.txt"
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' \
+    | tee -a "$OUT/machine.txt"
+
+for step in "$@"; do
+    echo "=== $step $(date -u +%H:%M:%S)"
+    case $step in
+    tests)
+        "${PYTEST[@]}" tests/gpu -v -s 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "PASS|FAIL|SKIP|ERROR|passed|failed"
+        ;;
+    report)
+        python3 bench/gpu_overhead.py --out "$OUT" --workloads "" --modes "" --diagnostics "" \
+            --skip-decode --report-workloads "${REPORT_WORKLOADS:-gemm_bound,launch_bound}" \
+            --report-modes "${REPORT_MODES:-ours_i1,ours_i1_by_markers,ours_default,nvrx}" \
+            --report-repeats "${REPORT_REPEATS:-8}" --report-rounds "${REPORT_ROUNDS:-4}" \
+            2>&1 | tail -40
+        ;;
+    paired)
+        python3 bench/gpu_overhead.py --out "$OUT" --diagnostics "" --skip-decode \
+            --report-modes "" --workloads launch_bound,gemm_bound \
+            --modes "${PAIRED_MODES:-aa,ours_i1,ours_i1_by_markers,ours_default}" \
+            --pairs "${PAIRS:-10}" --gemm-pairs "${GEMM_PAIRS:-6}" 2>&1 | tail -30
+        ;;
+    interleaved)
+        python3 bench/gpu_overhead.py --out "$OUT" --diagnostics "" --skip-decode \
+            --report-modes "" --workloads "" --modes "" \
+            --interleaved-pairs "${INTERLEAVED_PAIRS:-3000}" 2>&1 | tail -30
+        ;;
+    probe)
+        [ "${PROBE_IMAGE:-1}" = 1 ] && python3 bench/cupti_subscribers_probe.py \
+            --out "$OUT" --name subscribers_13_0.json
+        for v in ${PROBE_LIBS:-134 135}; do
+            [ -f ".cupti/$v/libcupti.so.13" ] && python3 bench/cupti_subscribers_probe.py \
+                --out "$OUT" --lib ".cupti/$v/libcupti.so.13" --name "subscribers_${v}.json"
+        done
+        ;;
+    cupti134)
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+            --target /tmp/site134 .cupti/w134/*.whl || exit 1
+        PYTHONPATH=/tmp/pk:/tmp/site134:/tmp/site LD_PRELOAD="$PWD/.cupti/134/libcupti.so.13" \
+            "${PYTEST[@]}" tests/gpu/test_cupti_backend.py -x 2>&1 | tee "$OUT/gpu_tests_cupti_13_4.log" | tail -15
+        ;;
+    *) echo "unknown step $step"; exit 2 ;;
+    esac
+done

@@ -85,7 +85,10 @@ def run_mode(kernels: int, interval_1: bool, reports: int, phases: bool) -> dict
     keep = [ctypes.create_string_buffer(n) for n in NAMES]
     ptrs = [ctypes.addressof(b) for b in keep]
     launch = fake.launch
-    Detector.initialize(report_time_interval=3600, profiling_interval=1)
+    if interval_1:
+        Detector.initialize(report_time_interval=3600, profiling_interval=1)
+    else:  # the defaults: profiling_interval left unset, sampled per window
+        Detector.initialize(report_time_interval=3600)
     backend = made[-1]
     builder = window_builder.KernelWindowBuilder
     targets = [

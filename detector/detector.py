@@ -224,6 +224,9 @@ class Detector:
                 adaptive_interval=adaptive_interval,
                 report_timeout_s=report_timeout_s,
                 report_backend=report_backend,
+                # The sentinel default tells a 1 the user wrote (every profiled entry
+                # traced, as NVRx does) from one left unset (sampled per window).
+                interval_given=profiling_interval is not DEFAULT_PROFILING_INTERVAL,
             )
             run = RunState.start(
                 config, process_group=process_group, kernel_timing=kernel_timing, job=job

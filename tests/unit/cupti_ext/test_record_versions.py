@@ -89,7 +89,7 @@ def test_the_backend_falls_back_to_events_naming_the_mismatch(monkeypatch, fake,
         name = "events"
 
     monkeypatch.setattr(selection, "make_events", Events)
-    backend, choice = select_backend("auto")
+    _, choice = select_backend("auto")
     assert choice.name == "events"
     assert "activity_kernel13_dtype" in choice.reason and "13.4" in choice.reason
 

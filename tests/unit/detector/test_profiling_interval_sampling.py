@@ -61,6 +61,8 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     ("kwargs", "env", "sample_every"),
     [
         ({}, None, None),
+        ({"profiling_interval": 1}, None, 1),  # written out, NVRx's cadence: every entry
+        ({"profiling_interval": DEFAULT_PROFILING_INTERVAL}, None, None),
         ({"profiling_interval": 4}, None, 1),
         ({"profiling_interval": 4}, "9", 9),
         ({}, "2", 2),

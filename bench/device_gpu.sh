@@ -15,7 +15,7 @@
 #   paired    the paired-block step overhead ($PAIRED_MODES)
 #   interleaved  overhead at the defaults by per-step interleaving ($INTERLEAVED_PAIRS)
 #   probe     can two CUPTI clients trace side by side, with each CUPTI library carried
-#   cupti134  the backend's GPU tests with CUPTI 13.4 and cupti-python 13.4
+#   cupti134  the backend's and the shared-CUPTI GPU tests with CUPTI 13.4, cupti-python 13.4
 set -uo pipefail
 OUT=${OUT:-/tmp/pk-out}
 mkdir -p "$OUT"
@@ -66,7 +66,7 @@ for step in "$@"; do
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
             --target /tmp/site134 .cupti/w134/*.whl || exit 1
         PYTHONPATH=/tmp/pk:/tmp/site134:/tmp/site LD_PRELOAD="$PWD/.cupti/134/libcupti.so.13" \
-            "${PYTEST[@]}" tests/gpu/test_cupti_backend.py -x 2>&1 | tee "$OUT/gpu_tests_cupti_13_4.log" | tail -15
+            "${PYTEST[@]}" -v tests/gpu/test_cupti_backend.py tests/gpu/test_shared_cupti.py -s 2>&1 | tee "$OUT/gpu_tests_cupti_13_4.log" | tail -45
         ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac

@@ -7,6 +7,7 @@ training loop for its own failures; the detector's guard wraps calls as a last l
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -61,6 +62,19 @@ class KernelWindow:
     lost_markers: int = 0
     """Section markers that never came or were dropped at a bound: their entries'
     kernels count as unattributed."""
+
+    def log_losses(self, logger: logging.Logger) -> None:
+        """A WARNING for each kind of loss the window had: never silently."""
+        if self.dropped_records:
+            logger.warning("kernel records dropped", extra={"dropped": self.dropped_records})
+        if self.lost_markers:
+            logger.warning(
+                "section markers lost: their entries' kernels lost to attribution",
+                extra={
+                    "lost_markers": self.lost_markers,
+                    "unattributed": self.unattributed_records,
+                },
+            )
 
 
 @runtime_checkable

@@ -38,18 +38,18 @@ from .cupti_env import (
     CuptiUnavailable,
     attribution_from_env,
     buffer_bytes_from_env,
-    cupti_api_version,
     default_attribution,
     injected_tool,
     load_cupti,
     marker_modes_from_env,
+    open_cupti,
     report_flush_forced_from_env,
     sample_every_from_env,
     torch_profiler_probe,
 )
 from .cupti_session import CuptiSession, memset_resources
+from .cupti_subscriber import CuptiAccess, subscriber_mode_from_env
 from .kernel_keys import comm_pattern_from_env
-from .records import RecordLayout, RecordLayoutUnavailable
 from .sampling import START_SAMPLE_EVERY, keep_records_on, next_sample_every
 from .window_builder import KernelWindowBuilder
 
@@ -90,6 +90,7 @@ class CuptiBackend:
         keep_records_on: bool = True,
         section_stats: bool = True,
         attribution: str | None = None,
+        subscriber: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         fixed = sample_every_from_env() if sample_every is None else sample_every
@@ -111,22 +112,9 @@ class CuptiBackend:
         """True when N follows each window's measured cost (sampling.py)."""
         self.sample_every = START_SAMPLE_EVERY if fixed is None else fixed
         """Trace kernels in one of this many outermost section entries (now)."""
-        tool = injected_tool()
-        if tool is not None:
-            raise CuptiConflict(f"another CUPTI tool is injected ({tool} is set)")
-        self._c = load_cupti() if cupti_module is None else cupti_module
+        self._c_module, self.cupti_version, self._layout = open_cupti(cupti_module)
+        self._c: Any = self._c_module
         c = self._c
-        c.get_timestamp()  # loads libcupti: its version says which records it writes
-        self.cupti_version = (
-            cupti_api_version()
-            if cupti_module is None
-            else getattr(cupti_module, "api_version", None)  # a simulated CUPTI's
-        )
-        """CUPTI_API_VERSION of the library cupti-python loaded (None: not known)."""
-        try:
-            self._layout = RecordLayout.from_cupti(c, self.cupti_version)
-        except RecordLayoutUnavailable as e:
-            raise CuptiUnavailable(str(e)) from e
         self._kernel_kind = c.ActivityKind.CONCURRENT_KERNEL
         self._ext_kind = int(c.ExternalCorrelationKind.CUSTOM2)  # CUSTOM0/1 are Kineto's
         if buffer_size is None:
@@ -168,26 +156,17 @@ class CuptiBackend:
         self._profiler_enabled = torch_profiler_probe()
         self._intake = BufferIntake(self._builder, self._layout, buffer_size, self._fail)
         self._lock = self._intake.lock
-        raw: RawBuffers | None = None
-        if raw_buffers:
-            register_fn = register_callbacks_function()
-            if register_fn is not None:
-                raw = RawBuffers(register_fn, buffer_size, self._intake.on_bytes)
-            else:
-                logger.info("raw CUPTI buffers unavailable; using cupti-python's record objects")
-        self._session = CuptiSession(
-            c,
-            libcuda=libcuda,
-            modes=modes,
-            builder=self._builder,
-            intake=self._intake,
-            raw=raw,
-            kernel_kind=self._kernel_kind,
-            external_kind=self._ext_kind,
+        self._access = CuptiAccess(
+            self._c_module,
+            mode=subscriber_mode_from_env() if subscriber is None else subscriber,
+            lib=None if cupti_module is None else getattr(cupti_module, "libcupti", False),
+            buffer_size=buffer_size,
+            on_bytes=self._intake.on_bytes,
+            register_fn=register_callbacks_function,  # this module's (tests patch it here)
         )
-        self._emit_marker = self._session.emit  # bound once: called per traced entry
-        self._marker = self._session.choose_marker(self.self_check_timeout_s)
-        self._raw = self._session.raw  # final now (bench/ swaps its hand-off)
+        self._access.open(
+            lambda: self._start_session(raw_buffers, libcuda, modes), subscribe=raw_buffers
+        )
         self._memset_kind: Any = self._section_memset_kind()
         self._builder.gated = self._gated_only
         self._builder.received = 0  # the self-check's records are not a window's
@@ -195,16 +174,37 @@ class CuptiBackend:
         # may hand a buffer of kernels over before the buffer of their markers.
         self._builder.book.sent = self._marked
         BEFORE_PROFILER.append(self._yield_to_profiler)  # once CUPTI is ours for sure
-        logger.info(
-            "CUPTI kernel timing ready",
-            extra={
-                "attribution": self.attribution,
-                "marker": self.marker_mode,
-                "buffers": self.buffer_path,
-                "cupti_version": self.cupti_version,
-                "kernel_record": self._layout.kernel_dtype.itemsize,
-            },
+        ready = {"attribution": self.attribution, "marker": self.marker_mode}
+        ready |= {"buffers": self.buffer_path, "sharing": self.sharing}
+        logger.info("CUPTI kernel timing ready", extra=ready | {"cupti": self.cupti_version})
+
+    def _start_session(self, raw_buffers: bool, libcuda: Any, modes: Sequence[str]) -> None:
+        """Buffer callbacks and the section marker (a self-check), through the CUPTI
+        API held (cupti_subscriber.py)."""
+        access = self._access
+        c = self._c = access.c
+        self._session = CuptiSession(
+            c,
+            libcuda=libcuda,
+            modes=modes,
+            builder=self._builder,
+            intake=self._intake,
+            raw=access.raw_buffers(raw_buffers),
+            kernel_kind=self._kernel_kind,
+            external_kind=self._ext_kind,
         )
+        self._emit_marker = self._session.emit  # bound once: called per traced entry
+        self._marker = self._session.choose_marker(self.self_check_timeout_s)
+        if access.shared is not None and self._session.raw is None:
+            # cupti-python's record objects come through the single API only.
+            raise CuptiUnavailable("raw buffers gave nothing through the shared CUPTI")
+        self._raw = self._session.raw  # final now (bench/ swaps its hand-off)
+
+    @property
+    def sharing(self) -> str:
+        """``shared`` (a subscriber of CUPTI's per-subscriber API: other such tools trace
+        beside us) or ``single`` (CUPTI's single-subscriber API)."""
+        return self._access.sharing
 
     def _section_memset_kind(self) -> Any:
         """The kind switched with kernel records: memset section markers are recorded
@@ -265,37 +265,36 @@ class CuptiBackend:
 
     def _profiler_busy(self) -> bool:
         probe = self._profiler_enabled
-        busy = probe is not None and bool(probe())
-        if busy:
+        if probe is not None and bool(probe()):
             if not self._paused:
-                self._paused = True
-                # The profiler switches the kinds it needs now (ours among them);
-                # switching them off would cut its trace short.
-                self._gated = False
-                logger.warning(
-                    "CUPTI in use by torch.profiler: kernel timing paused until it stops"
-                )
+                self._pause()
             return True
         if self._paused:
             return not self._resume()
         return False
 
-    def _yield_to_profiler(self) -> None:
-        """A torch profiler is about to take CUPTI (called just before it prepares
-        Kineto, on the thread starting it): pause, and first hand ourselves what CUPTI
-        holds of our records, or they and their entries' markers would reach the
-        profiler's callbacks instead (issue 19). The kinds stay as they are: the
-        profiler enables its own, ours among them."""
-        if self._closed or self._paused:
-            return
+    def _pause(self) -> None:
+        """Step aside for a torch profiler. On the single-subscriber API the kinds stay
+        as they are: the profiler switches those it needs (ours among them), and
+        switching them off would cut its trace short. A subscriber of the shared API
+        goes: a single-subscriber profiler gets nothing beside one (cupti_subscriber.py)."""
         self._paused = True
         self._gated = False
-        if self._active:
-            self._active = False  # the entry's exit marker would reach the profiler
-            serials = [serial for serial, _ in self._stack]
-            self._stack.clear()
-            with self._lock:
-                self._builder.book.abandon(serials)
+        try:
+            self._access.leave((self._kernel_kind, self._c_module.ActivityKind.MEMSET))
+        except Exception as e:
+            self._fail("unsubscribe", e)
+        logger.warning("CUPTI in use by torch.profiler: kernel timing paused until it stops")
+
+    def _yield_to_profiler(self) -> None:
+        """A torch profiler is about to take CUPTI (called just before it prepares
+        Kineto, on the thread starting it): first hand ourselves what CUPTI holds of our
+        records, or they and their entries' markers would reach the profiler's callbacks
+        instead (issue 19); then pause."""
+        if self._closed or self._paused:
+            return
+        if self._active:  # the entry's exit marker would reach the profiler
+            self._abandon_entry(ungate=False)
         try:
             import torch
 
@@ -304,13 +303,17 @@ class CuptiBackend:
             self._c.activity_flush_all(1)
         except Exception as e:
             self._fail("yield", e)
-        logger.warning("CUPTI in use by torch.profiler: kernel timing paused until it stops")
+        self._pause()
 
     def _resume(self) -> bool:
-        """The profiler stopped: take CUPTI back, and say so only once markers come
-        again (cupti_session.py checks, and changes the marker mode where it must)."""
+        """The profiler stopped: take CUPTI back (the shared API again where granted,
+        else the single one from now on), and say so only once markers come again
+        (cupti_session.py checks, and changes the marker mode where it must)."""
         self._paused = False
         try:
+            if not self._access.rejoin():
+                self._c, self._raw = self._access.c, self._access.raw_buffers(True)
+                self._session.use(self._c, self._raw)
             self._marker = self._session.resume(self._marker, self.self_check_timeout_s)
         except Exception as e:
             self._closed = True  # nothing more is traced; reports carry no GPU score
@@ -382,13 +385,15 @@ class CuptiBackend:
                 if not (self._keep_on and self.sample_every == 1):
                     self._ungate()
 
-    def _abandon_entry(self, popped: Sequence[int] = ()) -> None:
+    def _abandon_entry(self, popped: Sequence[int] = (), *, ungate: bool = True) -> None:
         """A marker failed: trace nothing more until the next sampled entry. Records
         must not stay on, or every later kernel would be traced (and never attributed),
         and the open entries must be forgotten, or their kernels and every later one
-        would wait for exit markers that never come."""
+        would wait for exit markers that never come. (Not ``ungate``: a profiler takes
+        CUPTI, and the kinds stay as they are for it.)"""
         self._active = False
-        self._ungate()
+        if ungate:
+            self._ungate()
         serials = [*popped, *(serial for serial, _ in self._stack)]
         self._stack.clear()
         if serials:
@@ -474,16 +479,7 @@ class CuptiBackend:
             self._check_conflict(received, expected=bool(self._markers_sent) or probe)
             self._markers_sent = 0
             self._resample(window)
-            if window.dropped_records:
-                logger.warning("kernel records dropped", extra={"dropped": window.dropped_records})
-            if window.lost_markers:
-                logger.warning(
-                    "section markers lost: their entries' kernels lost to attribution",
-                    extra={
-                        "lost_markers": window.lost_markers,
-                        "unattributed": window.unattributed_records,
-                    },
-                )
+            window.log_losses(logger)
             return window
         except Exception as e:
             self._fail("collect", e)
@@ -554,6 +550,7 @@ class CuptiBackend:
         if self._yield_to_profiler in BEFORE_PROFILER:
             BEFORE_PROFILER.remove(self._yield_to_profiler)
         self._session.release()
+        self._access.single()
         self._memset_kind = None
 
     # --- failures ------------------------------------------------------------------------

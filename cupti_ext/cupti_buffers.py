@@ -40,6 +40,17 @@ BufferRequested = ctypes.CFUNCTYPE(
 BufferCompleted = ctypes.CFUNCTYPE(
     None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
 )
+# cuptiActivityRegisterCallbacks_v2's (a subscriber's): each with an info pointer more.
+BufferRequestedV2 = ctypes.CFUNCTYPE(
+    None,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.c_size_t),
+    ctypes.POINTER(ctypes.c_size_t),
+    ctypes.c_void_p,
+)
+BufferCompletedV2 = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p
+)
 
 
 def register_callbacks_function() -> Any | None:
@@ -77,7 +88,14 @@ class RawBuffers:
     buffer and the records are decoded with numpy (records.record_offsets/decode_span).
     """
 
-    def __init__(self, register_fn: Any, size: int, on_bytes: Callable[[Any], None]) -> None:
+    def __init__(
+        self,
+        register_fn: Any,
+        size: int,
+        on_bytes: Callable[[Any], None],
+        *,
+        per_subscriber: bool = False,
+    ) -> None:
         self._register_fn = register_fn
         self._size = size
         self._on_bytes = on_bytes
@@ -86,9 +104,18 @@ class RawBuffers:
         self._live: dict[int, Any] = {}
         self._in_hand = 0  # buffers CUPTI handed back whose bytes are being handled
         self._lock = threading.Lock()
-        # Keep the C callbacks alive as long as CUPTI may call them.
-        self._requested = BufferRequested(self._request)
-        self._completed = BufferCompleted(self._complete)
+        # Keep the C callbacks alive as long as CUPTI may call them. A subscriber of the
+        # per-subscriber API (cupti_subscriber.py) gets callbacks of its own types.
+        self._requested: Any
+        self._completed: Any
+        if per_subscriber:
+            self._requested = BufferRequestedV2(lambda b, s, m, _i: self._request(b, s, m))
+            self._completed = BufferCompletedV2(
+                lambda buf, _size, valid, _i: self._complete(None, 0, buf, _size, valid)
+            )
+        else:
+            self._requested = BufferRequested(self._request)
+            self._completed = BufferCompleted(self._complete)
 
     def register(self) -> None:
         # CUPTI keeps calling the last registered pair (a flush at process exit, say)
@@ -209,8 +236,10 @@ __all__ = [
     "BUFFER_BYTES",
     "SPARE_BYTES",
     "BufferCompleted",
+    "BufferCompletedV2",
     "BufferIntake",
     "BufferRequested",
+    "BufferRequestedV2",
     "RawBuffers",
     "register_callbacks_function",
 ]

@@ -15,6 +15,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .records import RecordLayout, RecordLayoutUnavailable
+
 SAMPLE_EVERY_ENV = "PACEKEEPER_KERNEL_SAMPLE_EVERY"
 """``auto`` (the default: chosen per window, sampling.py) or a fixed N: trace kernels in
 one of N outermost section entries."""
@@ -84,6 +86,27 @@ def cupti_api_version() -> int | None:
         return int(version.value) if get(ctypes.byref(version)) == 0 else None
     except Exception:
         return None
+
+
+def open_cupti(cupti_module: Any = None) -> tuple[Any, int | None, RecordLayout]:
+    """cupti-python's module (or the simulated one given), the CUPTI_API_VERSION of the
+    libcupti loaded (None: unknown), and the layout of the records that library writes;
+    ``CuptiConflict`` where another tool is injected, ``CuptiUnavailable`` naming why
+    CUPTI cannot be used (not installed, or a cupti-python older than its CUPTI)."""
+    tool = injected_tool()
+    if tool is not None:
+        raise CuptiConflict(f"another CUPTI tool is injected ({tool} is set)")
+    c = load_cupti() if cupti_module is None else cupti_module
+    c.get_timestamp()  # loads libcupti: its version says which records it writes
+    version = (
+        cupti_api_version()
+        if cupti_module is None
+        else getattr(cupti_module, "api_version", None)  # a simulated CUPTI's
+    )
+    try:
+        return c, version, RecordLayout.from_cupti(c, version)
+    except RecordLayoutUnavailable as e:
+        raise CuptiUnavailable(str(e)) from e
 
 
 def injected_tool(environ: dict[str, str] | None = None) -> str | None:
@@ -250,6 +273,7 @@ __all__ = [
     "injected_tool",
     "load_cupti",
     "marker_modes_from_env",
+    "open_cupti",
     "report_flush_forced_from_env",
     "sample_every_from_env",
     "torch_profiler_probe",

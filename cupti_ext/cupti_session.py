@@ -104,6 +104,11 @@ class CuptiSession:
         """Where the last fence spent its time (see ``CuptiBackend.last_collect``)."""
         self._dropped_count = ctypes.c_size_t(0)
 
+    def use(self, c: Any, raw: RawBuffers | None) -> None:
+        """Hold CUPTI through ``c`` and ``raw`` from now on (the backend leaving the
+        shared API for the single one); ``attach`` registers them."""
+        self._c, self.raw = c, raw
+
     @property
     def buffer_path(self) -> str:
         """``raw`` (ctypes, bulk numpy walk) or ``objects`` (cupti-python's record list)."""

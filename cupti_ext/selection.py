@@ -68,6 +68,7 @@ def select_backend(
             report_flush_forced_from_env,
             sample_every_from_env,
         )
+        from .cupti_subscriber import subscriber_mode_from_env
         from .kernel_keys import comm_pattern_from_env
 
         if "sample_every" not in cupti_options:
@@ -77,6 +78,7 @@ def select_backend(
         marker_modes_from_env()
         report_flush_forced_from_env()
         attribution_from_env()
+        subscriber_mode_from_env()
         comm_pattern_from_env()
     if choice == "none":
         return NoneBackend(), BackendChoice("none", asked)

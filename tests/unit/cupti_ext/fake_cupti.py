@@ -344,3 +344,76 @@ def short(stats: Any) -> dict[str, int]:
 
 def per_section(window: Any) -> dict[str, dict[str, int]]:
     return {s: short(k) for s, k in window.sections.items()}
+
+
+class FakeLibcupti:
+    """The per-subscriber Activity API (CUPTI 13.4's ``*_v2`` calls) over a FakeCupti,
+    called as ctypes calls them: handles as ``c_void_p``, results through ``byref``.
+    ``grant`` False: ``cuptiSubscribe_v2`` refuses several subscribers (error 39), as
+    CUPTI does while a single-subscriber session holds it. Calls are counted by name."""
+
+    def __init__(self, cupti: FakeCupti) -> None:
+        self._cupti = cupti
+        self.grant = True
+        self.subscribed: set[int] = set()
+        self.calls: Counter[str] = Counter()
+        self._next = 100
+
+    def _live(self, handle: Any) -> bool:
+        return getattr(handle, "value", handle) in self.subscribed
+
+    def cuptiSubscribe_v2(self, handle: Any, _cb: Any, _data: Any, params: Any) -> int:  # noqa: N802 - CUPTI's C names
+        self.calls["subscribe"] += 1
+        if not self.grant:
+            return 39  # CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+        self._next += 1
+        handle._obj.value = self._next
+        self.subscribed.add(self._next)
+        return 0
+
+    def cuptiUnsubscribe(self, handle: Any) -> int:  # noqa: N802 - CUPTI's C names
+        self.calls["unsubscribe"] += 1
+        self.subscribed.discard(handle.value)
+        return 0
+
+    def cuptiActivityGetAttribute_v2(self, handle: Any, _attr: int, _size: Any, value: Any) -> int:  # noqa: N802 - CUPTI's C names
+        value._obj.value = 1 if self._live(handle) else 0
+        return 0
+
+    def cuptiActivityRegisterCallbacks_v2(self, handle: Any, requested: Any, completed: Any) -> int:  # noqa: N802 - CUPTI's C names
+        self.calls["register"] += 1
+        if not self._live(handle):
+            return 1
+        return self._cupti.register_raw(
+            lambda b, s, m: requested(b, s, m, None),
+            lambda _ctx, _stream, buf, size, valid: completed(buf, size, valid, None),
+        )
+
+    def cuptiActivityEnable_v2(self, handle: Any, kind: int, _config: Any) -> int:  # noqa: N802 - CUPTI's C names
+        self.calls["enable"] += 1
+        self._cupti.activity_enable(kind)
+        return 0 if self._live(handle) else 1
+
+    def cuptiActivityDisable_v2(self, handle: Any, kind: int, _config: Any) -> int:  # noqa: N802 - CUPTI's C names
+        self.calls["disable"] += 1
+        self._cupti.activity_disable(kind)
+        return 0 if self._live(handle) else 1
+
+    def cuptiActivityPushExternalCorrelationId_v2(self, _h: Any, kind: int, ext_id: Any) -> int:  # noqa: N802 - CUPTI's C names
+        self._cupti.activity_push_external_correlation_id(kind, ext_id.value)
+        return 0
+
+    def cuptiActivityPopExternalCorrelationId_v2(self, _h: Any, kind: int, last: Any) -> int:  # noqa: N802 - CUPTI's C names
+        last._obj.value = self._cupti.activity_pop_external_correlation_id(kind)
+        return 0
+
+    def cuptiActivityGetNumDroppedRecords_v2(  # noqa: N802
+        self, _h: Any, _ctx: Any, _stream: Any, address: Any
+    ) -> int:
+        self.calls["dropped"] += 1
+        self._cupti.activity_get_num_dropped_records(0, 0, address.value)
+        return 0
+
+    def cuptiActivityEnableDriverApi_v2(self, _h: Any, cbid: Any, enable: Any) -> int:  # noqa: N802 - CUPTI's C names
+        self._cupti.activity_enable_driver_api(cbid.value, enable.value)
+        return 0

@@ -56,3 +56,19 @@ def backend(fake, libcuda, marker) -> Iterator[CuptiBackend]:
     assert b.marker_mode == marker
     yield b
     b.shutdown()
+
+
+@pytest.fixture
+def on_a_gpu(monkeypatch, fake, libcuda) -> None:
+    """``select_backend`` as on a machine with a GPU: CUPTI backends over the simulated
+    CUPTI, and a stand-in for CUDA events where CUPTI is refused."""
+    from pacekeeper.cupti_ext import selection
+
+    class Events:
+        name = "events"
+
+    monkeypatch.setattr(selection, "cuda_available", lambda: True)
+    monkeypatch.setattr(
+        selection, "make_cupti", lambda **o: CuptiBackend(cupti_module=fake, libcuda=libcuda, **o)
+    )
+    monkeypatch.setattr(selection, "make_events", Events)

@@ -141,14 +141,8 @@ def test_the_default_follows_the_per_section_table(monkeypatch, fake, libcuda):
             b.shutdown()
 
 
-def test_the_detector_gets_gated_attribution_by_default(monkeypatch, fake, libcuda):
-    from pacekeeper.cupti_ext import selection
-
+def test_the_detector_gets_gated_attribution_by_default(monkeypatch, on_a_gpu):
     monkeypatch.delenv(ATTRIBUTION_ENV, raising=False)
-    monkeypatch.setattr(selection, "cuda_available", lambda: True)
-    monkeypatch.setattr(
-        selection, "make_cupti", lambda **o: CuptiBackend(cupti_module=fake, libcuda=libcuda, **o)
-    )
     backend, choice = select_backend("auto", section_stats=False)  # as run_state asks
     try:
         assert choice.name == "cupti"

@@ -11,7 +11,7 @@ import pytest
 from cupti import cupti
 from fake_cupti import step
 
-from pacekeeper.cupti_ext import select_backend, selection
+from pacekeeper.cupti_ext import select_backend
 from pacekeeper.cupti_ext.cupti_backend import CuptiBackend
 from pacekeeper.cupti_ext.records import (
     RecordLayout,
@@ -72,7 +72,7 @@ def test_a_cupti_python_older_than_its_library_is_refused_by_name():
         RecordLayout.from_cupti(module, 130401)
 
 
-def test_the_backend_falls_back_to_events_naming_the_mismatch(monkeypatch, fake, libcuda, names):
+def test_the_backend_falls_back_to_events_naming_the_mismatch(fake, libcuda, on_a_gpu):
     # The simulated CUPTI writes 13.0's records; told it is a 13.4 library, whose
     # records this cupti-python has no dtype for, the backend refuses to start and
     # the choice falls back to CUDA events, saying why.
@@ -80,15 +80,6 @@ def test_the_backend_falls_back_to_events_naming_the_mismatch(monkeypatch, fake,
     fake.api_version = 130401
     if hasattr(cupti, "activity_kernel13_dtype"):
         pytest.skip("this cupti-python knows CUPTI 13.4's records")
-    monkeypatch.setattr(selection, "cuda_available", lambda: True)
-    monkeypatch.setattr(
-        selection, "make_cupti", lambda **o: CuptiBackend(cupti_module=fake, libcuda=libcuda, **o)
-    )
-
-    class Events:
-        name = "events"
-
-    monkeypatch.setattr(selection, "make_events", Events)
     _, choice = select_backend("auto")
     assert choice.name == "events"
     assert "activity_kernel13_dtype" in choice.reason and "13.4" in choice.reason

@@ -55,20 +55,9 @@ def test_a_library_that_refuses_is_used_with_one_subscriber(fake, libcuda, lib, 
         b.shutdown()
 
 
-def test_shared_asked_for_and_refused_fails_naming_the_variable(monkeypatch, fake, libcuda, lib):
-    from pacekeeper.cupti_ext import selection
-
+def test_shared_asked_for_and_refused_fails_naming_the_variable(monkeypatch, lib, on_a_gpu):
     lib.grant = False
     monkeypatch.setenv(SUBSCRIBER_ENV, "shared")
-    monkeypatch.setattr(selection, "cuda_available", lambda: True)
-    monkeypatch.setattr(
-        selection, "make_cupti", lambda **o: CuptiBackend(cupti_module=fake, libcuda=libcuda, **o)
-    )
-
-    class Events:
-        name = "events"
-
-    monkeypatch.setattr(selection, "make_events", Events)
     _, choice = select_backend("auto")
     assert choice.name == "events"
     assert SUBSCRIBER_ENV in choice.reason and "39" in choice.reason

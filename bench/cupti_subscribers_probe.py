@@ -38,35 +38,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pacekeeper.cupti_ext.cupti_buffers import BufferCompleted, BufferRequested
+from pacekeeper.cupti_ext.cupti_buffers import (
+    BufferCompleted,
+    BufferCompletedV2,
+    BufferRequested,
+    BufferRequestedV2,
+)
+from pacekeeper.cupti_ext.cupti_subscriber import SubscriberParams
 
 KERNELS = 10
 _ATTR_MULTIPLE_SUBSCRIBER_STATE = 12
 _KIND_CONCURRENT_KERNEL = 10
 
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)
-_REQUEST_V2 = ctypes.CFUNCTYPE(
-    None,
-    ctypes.POINTER(ctypes.c_void_p),
-    ctypes.POINTER(ctypes.c_size_t),
-    ctypes.POINTER(ctypes.c_size_t),
-    ctypes.c_void_p,
-)
-_COMPLETE_V2 = ctypes.CFUNCTYPE(
-    None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p
-)
-
-
-class _SubscriberParams(ctypes.Structure):
-    # CUpti_SubscriberParams (cupti_callbacks.h, 13.2 and later); ``structSize`` tells
-    # the library which fields the caller knows.
-    _fields_ = (
-        ("struct_size", ctypes.c_size_t),
-        ("subscriber_name", ctypes.c_char_p),
-        ("old_subscriber_name", ctypes.c_char_p),
-        ("old_subscriber_size", ctypes.c_size_t),
-        ("allow_multiple_subscribers", ctypes.c_uint8),
-    )
 
 
 class _Lib:
@@ -94,8 +78,8 @@ class _Lib:
             return None, {"result": "no cuptiSubscribe_v2 in this library"}
         old = ctypes.create_string_buffer(256)
         # The size CUPTI's macro gives (up to the last field, no tail padding).
-        size = _SubscriberParams.allow_multiple_subscribers.offset + 1
-        params = _SubscriberParams(size, name, None, len(old), 1)
+        size = SubscriberParams.allow_multiple_subscribers.offset + 1
+        params = SubscriberParams(size, name, None, len(old), 1)
         params.old_subscriber_name = ctypes.cast(old, ctypes.c_char_p)
         handle = ctypes.c_void_p()
         callback = _CALLBACK(lambda *a: None)
@@ -150,7 +134,7 @@ class _Counter:
             if buf and valid:
                 self._walk(buf, valid)
 
-        pair = (_REQUEST_V2(self._request), _COMPLETE_V2(done))
+        pair = (BufferRequestedV2(self._request), BufferCompletedV2(done))
         self.lib.keep += list(pair)
         return pair
 

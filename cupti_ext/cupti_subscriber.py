@@ -55,8 +55,8 @@ _NO_CALLBACK = _Callback(lambda *_: None)
 """The subscriber's API callback: none is enabled, but the call wants one."""
 
 
-class _SubscriberParams(ctypes.Structure):
-    # CUpti_SubscriberParams (cupti_callbacks.h, 13.2 and later).
+class SubscriberParams(ctypes.Structure):
+    # CUptiSubscriberParams (cupti_callbacks.h, 13.2 and later).
     _fields_ = (
         ("struct_size", ctypes.c_size_t),
         ("subscriber_name", ctypes.c_char_p),
@@ -125,8 +125,8 @@ class SharedCupti:
             raise CuptiUnavailable(f"this CUPTI has no per-subscriber API ({missing[0]})")
         old = ctypes.create_string_buffer(64)  # CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN
         # The size CUPTI's macro gives: up to the last field, no tail padding.
-        size = _SubscriberParams.allow_multiple_subscribers.offset + 1
-        params = _SubscriberParams(size, name, None, len(old), 1)
+        size = SubscriberParams.allow_multiple_subscribers.offset + 1
+        params = SubscriberParams(size, name, None, len(old), 1)
         params.old_subscriber_name = ctypes.cast(old, ctypes.c_char_p)
         handle = ctypes.c_void_p()
         rc = lib.cuptiSubscribe_v2(ctypes.byref(handle), _NO_CALLBACK, None, ctypes.byref(params))
@@ -350,6 +350,7 @@ __all__ = [
     "SUBSCRIBER_MODES",
     "CuptiAccess",
     "SharedCupti",
+    "SubscriberParams",
     "loaded_libcupti",
     "subscriber_mode_from_env",
 ]

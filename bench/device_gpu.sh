@@ -66,7 +66,7 @@ for step in "$@"; do
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
             --target /tmp/site134 .cupti/w134/*.whl || exit 1
         PYTHONPATH=/tmp/pk:/tmp/site134:/tmp/site LD_PRELOAD="$PWD/.cupti/134/libcupti.so.13" \
-            "${PYTEST[@]}" -v tests/gpu/test_cupti_backend.py tests/gpu/test_shared_cupti.py -s 2>&1 | tee "$OUT/gpu_tests_cupti_13_4.log" | tail -45
+            "${PYTEST[@]}" -v tests/gpu/test_cupti_backend.py tests/gpu/test_cupti_subscribers.py -s 2>&1 | tee "$OUT/gpu_tests_cupti_13_4.log" | tail -45
         ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac

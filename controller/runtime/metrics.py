@@ -8,8 +8,13 @@ registry is served (who may read it, over what) is ``metrics_serving.py``.
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
+
+KERNEL_JOBS = 16384
+"""Jobs whose last counted report sequence ``count_kernel_records`` remembers."""
 
 
 class ControllerMetrics:
@@ -84,6 +89,17 @@ class ControllerMetrics:
             ["state"],
             registry=r,
         )
+        self.kernel_records = Counter(
+            "pacekeeper_kernel_records",
+            "Kernel records the jobs' reports say their reporting rank's windows had, by "
+            "what became of them (attributed, unattributed, held, dropped, lostMarkers): "
+            "a rising dropped or lostMarkers means GPU scores built on part of the kernels. "
+            "The jobs' own figures; each report counted once per controller process.",
+            ["kind"],
+            registry=r,
+        )
+        self._kernel_counted: OrderedDict[str, int] = OrderedDict()
+        self._kernel_lock = threading.Lock()
         self.reports_refused = Counter(
             "pacekeeper_reports_refused",
             "Reports never acted on: identities the API contradicts (UntrustedReport) or no "
@@ -107,6 +123,28 @@ class ControllerMetrics:
                     self.budget_limit.remove(scope)
             else:
                 self.budget_limit.labels(scope).set(limit)
+
+    def count_kernel_records(self, job: str, sequence: int, timing: Any) -> None:
+        """Add a report's kernel counts (``ScoreReport.kernel_timing``) once: a job's
+        report is reconciled again and again, its sequence tells a new one. The jobs
+        remembered are bounded (``KERNEL_JOBS``, least recently reported first out; a
+        job forgotten and reconciled again on the same report counts it twice)."""
+        with self._kernel_lock:
+            if self._kernel_counted.get(job) == sequence:
+                return
+            self._kernel_counted[job] = sequence
+            self._kernel_counted.move_to_end(job)
+            while len(self._kernel_counted) > KERNEL_JOBS:
+                self._kernel_counted.popitem(last=False)
+        for kind, n in (
+            ("attributed", timing.attributed_records),
+            ("unattributed", timing.unattributed_records),
+            ("held", timing.held_records),
+            ("dropped", timing.dropped_records),
+            ("lostMarkers", timing.lost_markers),
+        ):
+            if n:
+                self.kernel_records.labels(kind).inc(n)
 
     def show_hardware(self, summary: Any) -> None:
         """Memory gauges from ``hardware_views.summary`` (``nodes``, ``gpus``,

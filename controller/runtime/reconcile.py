@@ -276,6 +276,8 @@ class Reconciler:
         report = report_of(obj, now)
         if isinstance(report, ScoreReport):
             report = place_report(report, pods, now, ranks_per_pod=opt_in.ranks_per_pod)
+        if isinstance(report, ScoreReport):
+            self.metrics.count_kernel_records(key, report.sequence, report.kernel_timing)
         view = job_view_of(obj, report, opt_in, _started_at(obj, pods))
         blocked = self.acting.pdb_blocked.get(key)
         if blocked:

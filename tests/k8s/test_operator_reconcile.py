@@ -311,3 +311,34 @@ def test_the_display_is_rewritten_when_decisions_change_or_its_observation_is_ol
         "verdict": "act", "action": "notify", "reason": "BelowThreshold",
         "decidedAt": shown["lastDecision"]["decidedAt"],
     }  # fmt: skip
+
+
+def test_kernel_counts_of_each_report_are_counted_once(
+    k8s_server: RunningServer, k8s_api_client: Any
+) -> None:
+    # A job's report is reconciled again and again (watch events, timers); the metric
+    # of its kernel counts grows by a report's figures once, when its sequence is new.
+    from pacekeeper.detector.score_report import KernelTiming
+
+    setup_world(k8s_server)
+    clock = Clock()
+    rec = reconciler(k8s_api_client, clock, mode="observe")
+    out = sink(k8s_api_client)
+    reg = rec.metrics.registry
+
+    def sample(kind: str) -> float:
+        return reg.get_sample_value("pacekeeper_kernel_records_total", {"kind": kind}) or 0.0
+
+    for seq, dropped in enumerate((0, 7, 3)):
+        timing = KernelTiming(
+            backend="cupti", attributed_records=1000, held_records=2, dropped_records=dropped
+        )
+        out.send(report(seq, clock(), {}).model_copy(update={"kernel_timing": timing}))
+        for _ in range(3):  # the same report, reconciled three times
+            rec.reconcile_job(KEY)
+            clock.advance(5)
+        clock.advance(15)
+    assert sample("attributed") == 3000
+    assert sample("held") == 6
+    assert sample("dropped") == 10
+    assert sample("unattributed") == 0 and sample("lostMarkers") == 0

@@ -1,12 +1,13 @@
 """Kernel timing with CUPTI's activity API through cupti-python (imported lazily).
 
-Hot path (training thread), per sampled outermost section entry:
+Hot path (training thread), per sampled outermost section entry (gated attribution, the
+detector's default, makes no marker: records are on inside traced entries alone):
   start: enable CONCURRENT_KERNEL records, then a marker; nested entries add a marker.
-  stop:  a marker, then (outermost) disable CONCURRENT_KERNEL records.
-A marker ties an external id naming the entry to a correlation id (cupti_session.py
-chooses how at start-up and emits it; markers.py reads memset markers back). So kernels
-launched outside sampled sections are never traced (CUPTI's tracing is the expensive
-part, ~1 us per kernel on the H200), and attribution is exact (see attribution.py).
+  stop:  a marker, then (outermost) disable CONCURRENT_KERNEL records. A marker ties an
+external id naming the entry to a correlation id (cupti_session.py chooses how at
+start-up; markers.py reads memset markers back). Kernels launched outside sampled
+sections are never traced (CUPTI's tracing is the expensive part, ~1 us per kernel on
+the H200), and attribution is exact (attribution.py).
 
 Buffers arrive on CUPTI's own thread (or inside ``collect``'s flush); each is decoded in
 one pass and folded into bounded per-key statistics right away (cupti_buffers.py,
@@ -14,8 +15,7 @@ window_builder.py), so a report only reads summaries. Settings come from the env
 (cupti_env.py), the share of entries traced from sampling.py. Failures are logged once
 per cause, counted, and never raised into the training loop.
 
-``CuptiBackend`` holds what runs per section entry and at report time; the names that
-used to live here are still importable from here.
+``CuptiBackend`` holds the hot path and report time; older names still import from here.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ _NO_CALLBACK = _Callback(lambda *_: None)
 
 
 class SubscriberParams(ctypes.Structure):
-    # CUptiSubscriberParams (cupti_callbacks.h, 13.2 and later).
+    # CUpti_SubscriberParams (cupti_callbacks.h, 13.2 and later).
     _fields_ = (
         ("struct_size", ctypes.c_size_t),
         ("subscriber_name", ctypes.c_char_p),

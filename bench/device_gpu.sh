@@ -9,11 +9,16 @@
 #   .cupti/  (probe only) other CUPTI libraries: 134/libcupti.so.13 and
 #            135/libcupti.so.13 from the nvidia-cuda-cupti 13.4.92 and 13.5.25 wheels,
 #            w134/ cupti-python 13.4.0 with cuda-pathfinder and pyelftools
+# `bash bench/fetch_device_wheels.sh [--cupti]` downloads both folders here.
 # Usage: bash bench/device_gpu.sh STEP... where STEP is
 #   tests     the whole GPU tier (tests/gpu), log in $OUT/gpu_tests.log
 #   report    generate_report, ours against NVRx ($REPORT_MODES, $REPORT_ROUNDS rounds)
 #   paired    the paired-block step overhead ($PAIRED_MODES)
 #   interleaved  overhead at the defaults by per-step interleaving ($INTERLEAVED_PAIRS)
+#   policies  generate_report under each CUPTI buffer policy ($POLICIES: threads:zero[:modes],
+#             modes +-separated, else $REPORT_MODES; one process per policy and round, the
+#             policies taking turns): every process's JSON in $OUT/report_policies.json. CUPTI's
+#             attributes are the process's: NVRx after ours in one process inherits ours
 #   probe     can two CUPTI clients trace side by side, with each CUPTI library carried
 #   cupti134  the backend's and the shared-CUPTI GPU tests with CUPTI 13.4, cupti-python 13.4
 set -uo pipefail
@@ -42,6 +47,26 @@ for step in "$@"; do
             --report-modes "${REPORT_MODES:-ours_i1,ours_i1_by_markers,ours_default,nvrx}" \
             --report-repeats "${REPORT_REPEATS:-8}" --report-rounds "${REPORT_ROUNDS:-4}" \
             2>&1 | tail -40
+        ;;
+    policies)
+        for round in $(seq 1 "${POLICY_ROUNDS:-3}"); do
+            for policy in ${POLICIES:-per-thread:cupti one:cupti per-thread:ours one:ours}; do
+                IFS=: read -r threads zero modes <<< "$policy"
+                modes=${modes:-${REPORT_MODES:-ours_default,nvrx}}
+                dir="$OUT/policies/${threads}_${zero}_${modes//[+,]/_}_r$round"
+                mkdir -p "$dir"
+                PACEKEEPER_CUPTI_THREAD_BUFFERS=$threads PACEKEEPER_CUPTI_ZERO=$zero \
+                    python3 bench/gpu_overhead.py --out "$dir" --workloads "" --modes "" \
+                    --diagnostics "" --skip-decode --report-workloads "${REPORT_WORKLOADS:-launch_bound}" \
+                    --report-modes "${modes//+/,}" --report-repeats "${REPORT_REPEATS:-8}" \
+                    --report-rounds 1 2>&1 | grep -E "^generate_report" | cut -c1-400 | sed "s/^/$policy r$round /"
+            done
+        done
+        # One file back (the device tool returns eight at most): every process's JSON.
+        python3 -c 'import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+runs = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("policies/*/gpu_overhead.json"))}
+(out / "report_policies.json").write_text(json.dumps(runs, indent=1))' "$OUT" && rm -rf "$OUT/policies"
         ;;
     paired)
         python3 bench/gpu_overhead.py --out "$OUT" --diagnostics "" --skip-decode \

@@ -175,7 +175,7 @@ class CuptiBackend:
         self._builder.book.sent = self._marked
         BEFORE_PROFILER.append(self._yield_to_profiler)  # once CUPTI is ours for sure
         ready = {"attribution": self.attribution, "marker": self.marker_mode}
-        ready |= {"buffers": self.buffer_path, "sharing": self.sharing}
+        ready |= self._session.start_info | {"sharing": self.sharing}
         logger.info("CUPTI kernel timing ready", extra=ready | {"cupti": self.cupti_version})
 
     def _start_session(self, raw_buffers: bool, libcuda: Any, modes: Sequence[str]) -> None:

@@ -73,6 +73,8 @@ CUPTI's partly filled buffers, and its cost grows with their size, full or not (
 fence 0.39 ms with 1 MiB against 0.65-0.70 with 4 MiB on the H200; a report at interval
 1 on the launch-bound step 4.7 ms against 21, NVRx's 11.9, in one run), while the
 callback per step stayed within the runs' noise (docs/kernel-timing.md)."""
+ZERO_MARGIN_BYTES = 64 << 10
+"""Zeroed past a handled buffer's valid bytes (``RawBuffers.zero_after``)."""
 SPARE_BYTES = 16 << 20
 """At most this much of handed-back buffers is kept for reuse."""
 
@@ -103,6 +105,9 @@ class RawBuffers:
         self._max_spare = max(2, SPARE_BYTES // size)
         self._live: dict[int, Any] = {}
         self._in_hand = 0  # buffers CUPTI handed back whose bytes are being handled
+        self.zero_after = False
+        """Zero what CUPTI wrote into a block once handled (buffer_policy.py: CUPTI was
+        told our buffers come zeroed). Fresh blocks are zeroed by their allocation."""
         self._lock = threading.Lock()
         # Keep the C callbacks alive as long as CUPTI may call them. A subscriber of the
         # per-subscriber API (cupti_subscriber.py) gets callbacks of its own types.
@@ -162,6 +167,10 @@ class RawBuffers:
                     memory_view(buf, valid) if block is None else block_view(block, valid)
                 )
         finally:
+            if block is not None and self.zero_after:
+                # CUPTI writes records one after another up to ``valid``; the margin
+                # covers a record it may have begun past the last one it handed over.
+                ctypes.memset(buf, 0, min(self._size, valid + ZERO_MARGIN_BYTES))
             with self._lock:
                 self._in_hand -= 1
                 if block is not None and len(self._free) < self._max_spare:
@@ -235,6 +244,7 @@ class BufferIntake:
 __all__ = [
     "BUFFER_BYTES",
     "SPARE_BYTES",
+    "ZERO_MARGIN_BYTES",
     "BufferCompleted",
     "BufferCompletedV2",
     "BufferIntake",

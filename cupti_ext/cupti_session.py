@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .attribution import encode_external_id
+from .buffer_policy import BufferPolicy, apply_buffer_policy, buffer_policy_from_env
 from .cupti_buffers import BufferIntake, RawBuffers
 from .cupti_env import CuptiUnavailable
 from .markers import MARKER_BYTES, MARKER_WORDS, MemsetMarkers
@@ -83,8 +84,13 @@ class CuptiSession:
         raw: RawBuffers | None,
         kernel_kind: Any,
         external_kind: int,
+        buffer_policy: BufferPolicy | None = None,
     ) -> None:
         self._c = c
+        self._policy_wanted = buffer_policy_from_env() if buffer_policy is None else buffer_policy
+        self.buffer_policy: BufferPolicy | None = None
+        """The buffer policy CUPTI runs with, once ``attach`` set it (buffer_policy.py;
+        the environment's where none is given)."""
         self._libcuda = libcuda
         self._modes = modes
         self._builder = builder
@@ -108,6 +114,15 @@ class CuptiSession:
         """Hold CUPTI through ``c`` and ``raw`` from now on (the backend leaving the
         shared API for the single one); ``attach`` registers them."""
         self._c, self.raw = c, raw
+        if raw is not None and self.buffer_policy is not None:
+            raw.zero_after = self.buffer_policy.we_zero
+
+    @property
+    def start_info(self) -> dict[str, str]:
+        """How buffers come to us and the policy CUPTI keeps them by, for the start-up
+        log."""
+        policy = {} if self.buffer_policy is None else self.buffer_policy.describe()
+        return {"buffers": self.buffer_path, **policy}
 
     @property
     def buffer_path(self) -> str:
@@ -118,6 +133,15 @@ class CuptiSession:
 
     def attach(self) -> None:
         c = self._c
+        wanted = self._policy_wanted
+        if self.buffer_policy is None:
+            # Once, before the first registration: CUPTI's attributes are undefined when
+            # changed mid-session (a resume after a profiler keeps what was set).
+            if self.raw is None:  # cupti-python's own buffers: it zeroes nothing for us
+                wanted = BufferPolicy(per_thread=wanted.per_thread, we_zero=False)
+            self.buffer_policy = apply_buffer_policy(c, wanted)
+            if self.raw is not None:
+                self.raw.zero_after = self.buffer_policy.we_zero
         if self.raw is not None:
             self.raw.register()
         else:

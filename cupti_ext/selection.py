@@ -61,6 +61,7 @@ def select_backend(
     if choice in ("auto", "cupti"):
         # Settings are the user's input: a bad one fails initialize, naming the variable,
         # rather than being taken for a CUPTI failure (or passing unseen without a GPU).
+        from .buffer_policy import buffer_policy_from_env
         from .cupti_env import (
             attribution_from_env,
             buffer_bytes_from_env,
@@ -79,6 +80,7 @@ def select_backend(
         report_flush_forced_from_env()
         attribution_from_env()
         subscriber_mode_from_env()
+        buffer_policy_from_env()
         comm_pattern_from_env()
     if choice == "none":
         return NoneBackend(), BackendChoice("none", asked)

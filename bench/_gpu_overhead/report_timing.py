@@ -69,6 +69,8 @@ def report_times(det: Any, step: Step, section_kw: dict[str, Any], repeats: int)
         "collect_ms_median": statistics.median(collect_ms) if collect_ms else None,
         "collect_idle_ms_median": statistics.median(idle_ms) if idle_ms else None,
         "last_collect_after_steps": collect_parts,
+        # How CUPTI keeps its buffers (buffer_policy.py; the environment chooses).
+        "cupti_buffers": dict(getattr(getattr(backend, "_session", None), "start_info", {})),
         "gpu_scores": dict(getattr(report_out, "gpu_relative_perf_scores", {}) or {}),
     }
 

@@ -34,6 +34,7 @@ class FakeCupti:
     activity_external_correlation_dtype = real.activity_external_correlation_dtype
     activity_api_dtype = real.activity_api_dtype
     activity_memset4_dtype = real.activity_memset4_dtype
+    ActivityAttribute = real.ActivityAttribute
 
     def __init__(self) -> None:
         self.enabled: set[int] = set()
@@ -67,6 +68,13 @@ class FakeCupti:
         """False: a flush that is not forced hands nothing over (a CUPTI that keeps its
         buffers until they are full, or until forced)."""
         self.flush_flags: list[int] = []
+        self.attributes: dict[int, int] = {}
+        """cuptiActivitySetAttribute's settings (one-byte values), by attribute."""
+        self.late_attributes = 0
+        """Attributes set after buffer callbacks were registered or a kind enabled
+        (CUPTI: undefined behaviour)."""
+        self.dirty_buffers = 0
+        """Buffers handed to CUPTI not zeroed though it was told they would be."""
         self.markers_by_thread_s: float | None = None
         """Hand the other records over this much later on another thread, in a buffer
         asked for there (the flush hands over the kernels at once): a CUPTI that, after
@@ -115,6 +123,14 @@ class FakeCupti:
     def activity_pop_external_correlation_id(self, kind: int) -> int:
         return self.stacks[int(kind)].pop()
 
+    def activity_set_attribute(self, attr: int, size_addr: int, value_addr: int) -> None:
+        size = ctypes.c_size_t.from_address(size_addr).value
+        if size != 1:
+            raise ValueError(f"attribute {int(attr)}: value size {size}, not 1")
+        if self.raw is not None or self.objects is not None or self.enabled:
+            self.late_attributes += 1
+        self.attributes[int(attr)] = ctypes.c_uint8.from_address(value_addr).value
+
     def activity_register_callbacks(self, requested: Any, completed: Any) -> None:
         self.objects, self.raw = (requested, completed), None
 
@@ -139,6 +155,11 @@ class FakeCupti:
         self.raw[0](ctypes.byref(buf), ctypes.byref(size), ctypes.byref(maxr))
         self.buffer_sizes.append(size.value)
         assert buf.value is not None
+        if self.attributes.get(int(real.ActivityAttribute.ATTR_ZEROED_OUT_BUFFER)):
+            if ctypes.string_at(buf.value, size.value).count(0) != size.value:
+                self.dirty_buffers += 1
+        else:  # CUPTI zeroes the buffer itself
+            ctypes.memset(buf.value, 0, size.value)
         return buf.value, size.value
 
     def activity_flush_all(self, flag: int) -> None:

@@ -4,10 +4,13 @@ launching thread, and who zeroes a buffer before CUPTI writes into it.
 A report flushes every buffer CUPTI holds, and each costs the flush a fixed part
 whatever it holds. A training step launches from two threads at least (the forward on
 the training thread, the backward on autograd's device thread), so CUPTI's default of
-per-thread buffers makes every report flush two. Zeroing is CUPTI's by default, on the
-launching thread, a whole buffer at a time; zeroed by us, it is the bytes CUPTI wrote,
-after we read them, on the thread that handled the buffer. The figures that chose the
-defaults are in docs/kernel-timing.md ("Buffer policy"). Apart from the session because
+per-thread buffers makes every report flush two, each as full as a thread left it. One
+buffer for all threads is the default here, at the price CUPTI gives for its own:
+threads launching at the same moment share one buffer's lock (a forward and autograd's
+backward launch one after the other). Zeroing is CUPTI's by default, on the launching
+thread, a whole buffer at a time; zeroed by us, it is the bytes CUPTI wrote, after we
+read them, on the thread that handled the buffer. The figures that chose the defaults
+are in docs/kernel-timing.md ("Buffer policy"). Apart from the session because
 these are attributes CUPTI takes once, before the buffer callbacks are registered and
 any kind is enabled, and the environment names them.
 """

@@ -19,6 +19,9 @@
 #             modes +-separated, else $REPORT_MODES; one process per policy and round, the
 #             policies taking turns): every process's JSON in $OUT/report_policies.json. CUPTI's
 #             attributes are the process's: NVRx after ours in one process inherits ours
+#   overhead_policies  overhead at the defaults (interleaved) under each of $POLICIES
+#             (threads:zero), one process per policy and round, taking turns; every
+#             process's JSON in $OUT/overhead_policies.json
 #   probe     can two CUPTI clients trace side by side, with each CUPTI library carried
 #   cupti134  the backend's and the shared-CUPTI GPU tests with CUPTI 13.4, cupti-python 13.4
 set -uo pipefail
@@ -67,6 +70,24 @@ for step in "$@"; do
 out = pathlib.Path(sys.argv[1])
 runs = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("policies/*/gpu_overhead.json"))}
 (out / "report_policies.json").write_text(json.dumps(runs, indent=1))' "$OUT" && rm -rf "$OUT/policies"
+        ;;
+    overhead_policies)
+        for round in $(seq 1 "${POLICY_ROUNDS:-2}"); do
+            for policy in ${POLICIES:-per-thread:cupti one:ours}; do
+                IFS=: read -r threads zero _ <<< "$policy"
+                dir="$OUT/opolicies/${threads}_${zero}_r$round"
+                mkdir -p "$dir"
+                PACEKEEPER_CUPTI_THREAD_BUFFERS=$threads PACEKEEPER_CUPTI_ZERO=$zero \
+                    python3 bench/gpu_overhead.py --out "$dir" --diagnostics "" --skip-decode \
+                    --report-modes "" --workloads "" --modes "" \
+                    --interleaved-pairs "${INTERLEAVED_PAIRS:-3000}" 2>&1 \
+                    | grep -o '"aa": {[^}]*}\|"ours_default": {[^}]*}' | cut -c1-300 | sed "s/^/$policy r$round /"
+            done
+        done
+        python3 -c 'import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+runs = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("opolicies/*/gpu_overhead.json"))}
+(out / "overhead_policies.json").write_text(json.dumps(runs, indent=1))' "$OUT" && rm -rf "$OUT/opolicies"
         ;;
     paired)
         python3 bench/gpu_overhead.py --out "$OUT" --diagnostics "" --skip-decode \

@@ -38,6 +38,14 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/mac
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' \
     | tee -a "$OUT/machine.txt"
 
+merge_runs() {  # FOLDER NAME: every process's JSON under $OUT/FOLDER in $OUT/NAME.json, the
+    # folder removed (the device tool returns eight files at most)
+    python3 -c 'import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+runs = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob(sys.argv[2] + "/*/gpu_overhead.json"))}
+(out / (sys.argv[3] + ".json")).write_text(json.dumps(runs, indent=1))' "$OUT" "$1" "$2" && rm -rf "${OUT:?}/$1"
+}
+
 for step in "$@"; do
     echo "=== $step $(date -u +%H:%M:%S)"
     case $step in
@@ -65,11 +73,7 @@ for step in "$@"; do
                     --report-rounds 1 2>&1 | grep -E "^generate_report" | cut -c1-400 | sed "s/^/$policy r$round /"
             done
         done
-        # One file back (the device tool returns eight at most): every process's JSON.
-        python3 -c 'import json, pathlib, sys
-out = pathlib.Path(sys.argv[1])
-runs = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("policies/*/gpu_overhead.json"))}
-(out / "report_policies.json").write_text(json.dumps(runs, indent=1))' "$OUT" && rm -rf "$OUT/policies"
+        merge_runs policies report_policies
         ;;
     overhead_policies)
         for round in $(seq 1 "${POLICY_ROUNDS:-2}"); do
@@ -84,10 +88,7 @@ runs = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("polic
                     | grep -o '"aa": {[^}]*}\|"ours_default": {[^}]*}' | cut -c1-300 | sed "s/^/$policy r$round /"
             done
         done
-        python3 -c 'import json, pathlib, sys
-out = pathlib.Path(sys.argv[1])
-runs = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("opolicies/*/gpu_overhead.json"))}
-(out / "overhead_policies.json").write_text(json.dumps(runs, indent=1))' "$OUT" && rm -rf "$OUT/opolicies"
+        merge_runs opolicies overhead_policies
         ;;
     paired)
         python3 bench/gpu_overhead.py --out "$OUT" --diagnostics "" --skip-decode \

@@ -35,6 +35,9 @@ REPORTER_KEYS = (
     "incarnation",
 )
 _MAX_LISTED_STRAGGLERS = 64
+SUMMARY_DECIMALS = 4
+"""Decimals of ``worstScore``: a printer column, read by people (``kubectl get sr``). The
+full-precision scores stay in ``report``, which is what the controller reads."""
 
 
 def build_status(
@@ -55,7 +58,7 @@ def build_status(
     )
     status: dict[str, Any] = {
         "report": report.compact(max_bytes - _STATUS_HEADROOM_BYTES).to_wire(),
-        "worstScore": report.summary.min_score,
+        "worstScore": summary_score(report.summary.min_score, threshold),
         "worstRank": report.summary.worst_rank,
         "stragglers": len(below),
         # Worst first, bounded: the full list lives in report.ranks.
@@ -69,6 +72,18 @@ def build_status(
     if size > max_bytes:  # the headroom guess was wrong: say so rather than send it
         raise ValueError(f"status is {size} bytes, over the {max_bytes}-byte bound")
     return status
+
+
+def summary_score(score: float | None, threshold: float) -> float | None:
+    """``score`` rounded to ``SUMMARY_DECIMALS``, never rounded up onto or over
+    ``threshold``: a rank counted among the stragglers must not show a worst score that
+    reads as not below the line (0.74996 shown as 0.75 beside ``stragglers: 1``)."""
+    if score is None:
+        return None
+    shown = round(score, SUMMARY_DECIMALS)
+    if score < threshold <= shown:
+        shown = round(shown - 10.0**-SUMMARY_DECIMALS, SUMMARY_DECIMALS)
+    return shown
 
 
 def status_bytes(status: dict[str, Any]) -> int:

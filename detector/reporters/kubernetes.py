@@ -16,6 +16,7 @@ the control watcher's thread (``detector/control_sources.py``).
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -102,7 +103,10 @@ class KubernetesStatusSink:
                 self._known = False
                 self._previous = None
             elif e.status == 422:  # the server's schema refused our status: not retryable
-                raise ReportRejected(f"StragglerReport status refused (422): {e.reason}") from e
+                raise ReportRejected(
+                    f"StragglerReport {self.namespace}/{self.object_name} status refused: "
+                    f"HTTP 422 {api_message(e)}"
+                ) from e
             raise
         self._previous = _status_of(obj) or status
 
@@ -204,6 +208,24 @@ def _status_of(obj: Any) -> dict[str, Any] | None:
     if isinstance(obj, dict) and isinstance(obj.get("status"), dict):
         return dict(obj["status"])
     return None
+
+
+_MAX_API_MESSAGE_CHARS = 500
+
+
+def api_message(error: Any) -> str:
+    """What the API server said: the ``message`` of the Status in the body (which names
+    the field and value it refused), else the HTTP reason phrase."""
+    body = getattr(error, "body", None)
+    message = None
+    try:
+        status = json.loads(body) if body else None
+        if isinstance(status, dict) and isinstance(status.get("message"), str):
+            message = status["message"]
+    except (TypeError, ValueError):
+        message = None
+    text = message or str(getattr(error, "reason", None) or "") or type(error).__name__
+    return text[:_MAX_API_MESSAGE_CHARS]
 
 
 def _default_api_client() -> Any:

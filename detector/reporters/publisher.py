@@ -8,6 +8,8 @@ the newest scores matter most to the controller.
 
 A ``ReportRejected`` from the sink is permanent (the receiver refused the content):
 that report is dropped, counted and logged; retrying it would only repeat the refusal.
+The refusal's reason is in the printed message (a default handler drops ``extra``), once
+per cause per ``LogThrottle`` interval: the same refusal repeats with every report.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Protocol
 
 from ..score_report import ReportRejected, ScoreReport
 from .backoff import Backoff
+from .log_throttle import LogThrottle, message_cause, more_since
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,7 @@ class Publisher:
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
+        log_throttle: LogThrottle | None = None,
     ) -> None:
         if max_queue < 1:
             raise ValueError(f"reporter max_queue must be >= 1, got {max_queue!r}")
@@ -73,6 +77,7 @@ class Publisher:
         self._backoff = backoff or Backoff()
         self._rng = rng or random.Random()
         self._clock = clock
+        self._refusal_log = log_throttle or LogThrottle()
         self._queue: collections.deque[ScoreReport] = collections.deque()
         self._cond = threading.Condition()
         self._closing = False
@@ -205,10 +210,7 @@ class Publisher:
             with self._cond:
                 self._rejected += 1
                 self._last_error = str(e)
-            logger.error(
-                "report refused by receiver, dropped",
-                extra={"sink": self.sink.name, "sequence": report.sequence, "error": str(e)},
-            )
+            self._log_refusal(report, e)
             return "done"
         except Exception as e:
             cause = failure_cause(e)
@@ -236,6 +238,27 @@ class Publisher:
                 extra={"sink": self.sink.name, "sequence": report.sequence},
             )
         return "done"
+
+    def _log_refusal(self, report: ScoreReport, error: ReportRejected) -> None:
+        extra = {
+            "sink": self.sink.name,
+            "sequence": report.sequence,
+            "job": report.job.key,
+            "error": str(error),
+        }
+        held_back = self._refusal_log.admit(message_cause(error))
+        if held_back is None:
+            logger.debug("report refused by receiver, dropped: %s", error, extra=extra)
+            return
+        logger.error(
+            "report refused by receiver, dropped: %s (job %s, sequence %d, sink %s)%s",
+            error,
+            report.job.key,
+            report.sequence,
+            self.sink.name,
+            more_since(held_back),
+            extra={**extra, "held_back": held_back},
+        )
 
 
 def failure_cause(error: BaseException) -> str:

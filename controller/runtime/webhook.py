@@ -31,10 +31,19 @@ MAX_REVIEW_BYTES = 4 * 1024 * 1024
 """An AdmissionReview carries one Pod, which etcd caps at 1.5 MiB; room to spare."""
 
 
-def _pod_name(review: dict[str, Any]) -> str:
+def _pod_identity(review: dict[str, Any]) -> dict[str, str]:
+    """How logs name the pod: at admission a controller-made pod has no name yet, only
+    the ``generateName`` prefix the API server completes afterwards; logging that prefix
+    as ``pod`` would name a pod that never exists."""
     request = review.get("request") or {}
     meta = (request.get("object") or {}).get("metadata") or {}
-    return str(request.get("name") or meta.get("name") or meta.get("generateName") or "")
+    out: dict[str, str] = {}
+    name = request.get("name") or meta.get("name")
+    if name:
+        out["pod"] = str(name)
+    if meta.get("generateName"):
+        out["generateName"] = str(meta["generateName"])
+    return out
 
 
 def webhook_app() -> WsgiApp:
@@ -66,11 +75,11 @@ def webhook_app() -> WsgiApp:
             logger.info(
                 "env injected",
                 extra={"namespace": (review.get("request") or {}).get("namespace"),
-                       "pod": _pod_name(review), "job": injection.job_name,
+                       **_pod_identity(review), "job": injection.job_name,
                        "containers": {c: list(names) for c, names in injection.added}},
             )  # fmt: skip
         for warning in injection.warnings:
-            logger.info("injection warning", extra={"pod": _pod_name(review), "warning": warning})
+            logger.info("injection warning", extra={**_pod_identity(review), "warning": warning})
         return respond(start_response, "200 OK", json.dumps(answer).encode(), "application/json")
 
     return app

@@ -73,6 +73,15 @@ def make_publisher(
         options = ReporterOptions.resolve(options, env)
     kind = options.effective_kind(env)
     if kind is ReporterKind.NONE:
+        if options.kind is ReporterKind.AUTO:
+            # Asked to report but finding nowhere to: training goes on, so this one line
+            # at initialize is all that tells anyone the controller will see nothing.
+            hint = options.nowhere_hint(env)
+            logger.warning(
+                "score reporter 'auto' found no destination, reports go nowhere: %s",
+                hint,
+                extra={"sink": "none", "hint": hint},
+            )
         return None
     try:
         sink = make_sink(options, kind, api_client=api_client)

@@ -101,6 +101,30 @@ class ReporterOptions:
             return ReporterKind.RAY
         return ReporterKind.NONE
 
+    def nowhere_hint(self, env: Mapping[str, str] | None = None) -> str:
+        """Why ``auto`` found no destination, and the variables that would give it one."""
+        env = os.environ if env is None else env
+        if env.get("KUBERNETES_SERVICE_HOST"):
+            missing = [
+                (what, fix)
+                for what, fix, known in (
+                    ("name", "PACEKEEPER_JOB_NAME (or JOB_NAME, PET_JOB_NAME, JOBSET_NAME)",
+                     self.job_name),
+                    ("namespace", "PACEKEEPER_JOB_NAMESPACE (or POD_NAMESPACE)",
+                     self.job_namespace),
+                )
+                if not known
+            ]  # fmt: skip
+            unknown = " and ".join(what for what, _ in missing)
+            verb = "are" if len(missing) > 1 else "is"
+            fixes = " and ".join(fix for _, fix in missing)
+            return f"in a Kubernetes pod but the job's {unknown} {verb} unknown: set {fixes}"
+        return (
+            "not in a Kubernetes pod (KUBERNETES_SERVICE_HOST unset) and not connected to "
+            "Ray: set RAY_ADDRESS (or PACEKEEPER_RAY_ADDRESS) to report to a Ray cluster, "
+            "or PACEKEEPER_REPORTER=none to say reporting is off"
+        )
+
     def stragglerreport(self) -> tuple[str, str]:
         """(namespace, name) of the job's StragglerReport: the job's own."""
         if not (self.job_name and self.job_namespace):

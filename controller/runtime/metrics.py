@@ -8,17 +8,30 @@ registry is served (who may read it, over what) is ``metrics_serving.py``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from .metrics_jobs import IDLE_S, MAX_JOBS, JobMetrics, report_scores
+
+logger = logging.getLogger(__name__)
 
 KERNEL_JOBS = 16384
 """Jobs whose last counted report sequence ``count_kernel_records`` remembers."""
 
 
 class ControllerMetrics:
-    def __init__(self, registry: Any | None = None) -> None:
+    def __init__(
+        self,
+        registry: Any | None = None,
+        *,
+        max_jobs: int = MAX_JOBS,
+        job_idle_s: float = IDLE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -107,6 +120,32 @@ class ControllerMetrics:
             ["reason"],
             registry=r,
         )
+        self.jobs = JobMetrics(max_jobs=max_jobs, idle_s=job_idle_s, clock=clock)
+        r.register(self.jobs)
+
+    def show_job(
+        self, job: str, report: Any, policies: Any, policy_name: str | None, decisions: Any
+    ) -> None:
+        """Per-job series after one reconcile (``metrics_jobs``): ``report`` is the job's
+        latest (a ScoreReport, else no scores), judged by ``policies``' policy
+        ``policy_name`` (None: the default one). Never raises: a metric is not worth a
+        failed reconcile."""
+        from pacekeeper.detector.score_report import ScoreReport
+
+        try:
+            if not isinstance(report, ScoreReport):
+                self.jobs.observe(job, report_id=None, score=None, decisions=decisions)
+                return
+            picked = policies.policy_for(policy_name) if policies is not None else None
+            policy = picked[1] if picked is not None else None
+            self.jobs.observe(
+                job,
+                report_id=(report.sequence, report.generated_at),
+                score=lambda: report_scores(report, policy),
+                decisions=decisions,
+            )
+        except Exception:
+            logger.warning("per-job metrics not updated", extra={"job": job}, exc_info=True)
 
     def watch_queue(self, backlog: Callable[[], tuple[int, float]]) -> None:
         """Queue gauges read at each scrape from ``backlog`` (``WorkQueue.backlog``)."""

@@ -343,6 +343,7 @@ class Reconciler:
             self.metrics.decisions.labels(
                 d.verdict.value, d.action.value if d.action else "", d.reason.value, d.mode.value
             ).inc()
+        self.metrics.show_job(key, report, self.policies, view.policy_name, outcome.decisions)
 
         sequence = report.sequence if isinstance(report, ScoreReport) else None
         shown = self._mirror(obj, record.decisions, sequence)

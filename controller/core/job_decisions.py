@@ -184,8 +184,10 @@ def _candidate(
     match move:
         case Wait(step=step, until=until):
             ev["until"] = until.isoformat()
-            run.node_hold(ctx, f.node, step, Reason.AWAITING_EFFECT, ev)
             run.rechecks.append(until)
+            if mark_records.hold_for_human(run, ctx, f.node, ev):
+                return
+            run.node_hold(ctx, f.node, step, Reason.AWAITING_EFFECT, ev)
         case Exhausted(step=step):
             run.node_hold(ctx, f.node, step, Reason.LADDER_EXHAUSTED, ev)
         case Take(step=step, attempt=attempt):

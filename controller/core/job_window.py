@@ -9,8 +9,10 @@ decide whether there is evidence, not what it says; the first that applies decid
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from pacekeeper.controller.core import hardware_memory, mark_records
 from pacekeeper.controller.core.attribution import Digest, digest
@@ -30,21 +32,39 @@ def open_job(run: Run, jv: JobView) -> JobRun | None:
     ``UnknownPolicy``) when it names a policy the document does not have."""
     resolved = run.doc.policy_for(jv.policy_name)
     if resolved is None:
+        known = sorted(run.doc.policies)
+        ev: dict[str, Any] = {"policy": jv.policy_name, "known": known}
+        if jv.policy_source:
+            ev["policySource"] = jv.policy_source
+        close = difflib.get_close_matches(jv.policy_name or "", known, n=1)
+        if close:
+            ev["didYouMean"] = close[0]
         run.record(
-            None,
-            jv.key,
-            JOB_SUBJECT,
-            Verdict.HOLD,
-            None,
-            Reason.UNKNOWN_POLICY,
-            {"policy": jv.policy_name, "known": sorted(run.doc.policies)},
+            None, jv.key, JOB_SUBJECT, Verdict.HOLD, None, Reason.UNKNOWN_POLICY, ev,
             policy=jv.policy_name or "",
-        )
+        )  # fmt: skip
         return None
     name, policy = resolved
     mode = Mode.lowest(run.doc.mode, policy.mode, jv.mode_override)
+    sources = _sources(jv, mode)
     js = run.jobs.get(jv.key) or JobState(first_seen_at=run.now)
-    return JobRun(jv, name, policy, mode, js)
+    chosen = (sources.get("policySource"), sources.get("modeSource"))
+    if (js.policy_source, js.mode_source) != chosen:
+        js = replace(js, policy_source=chosen[0], mode_source=chosen[1])
+    return JobRun(jv, name, policy, mode, js, sources=sources)
+
+
+def _sources(jv: JobView, mode: Mode) -> dict[str, str]:
+    """The job's own annotations that chose its policy or hold its mode. The mode
+    annotation is named whenever it sits at the effective mode, even when the document
+    is there too: it alone keeps the job there once the document is raised."""
+    out: dict[str, str] = {}
+    if jv.policy_name is not None and jv.policy_source:
+        out["policySource"] = jv.policy_source
+    lowered = jv.mode_override is mode and mode is not Mode.ENFORCE
+    if lowered and jv.mode_source:
+        out["modeSource"] = jv.mode_source
+    return out
 
 
 def read_window(run: Run, ctx: JobRun) -> Digest | None:

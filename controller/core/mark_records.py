@@ -22,7 +22,7 @@ from pacekeeper.controller.core import hardware_memory
 from pacekeeper.controller.core.attribution import Digest
 from pacekeeper.controller.core.decisions import Reason, Verdict, node_subject
 from pacekeeper.controller.core.ids import JobKey, NodeName
-from pacekeeper.controller.core.observations import ACTION_OF_MARK, MarkKind
+from pacekeeper.controller.core.observations import ACTION_OF_MARK, MARK_OF_ACTION, MarkKind
 from pacekeeper.controller.core.policy import Mode, Policy
 from pacekeeper.controller.core.run import JobRun, Run
 from pacekeeper.controller.core.state import MarkRecord, NodeState
@@ -59,6 +59,7 @@ def reconcile(run: Run) -> None:
                 hold_s = _policy_or_default(run, rec.policy).cooldowns.node_after_human_s
                 cooldown_until = run.now + timedelta(seconds=hold_s)
                 cause = "humanOverride"
+                _hand_to_human(run, rec.holders, name, kind)
                 for job in rec.holders or (JobKey(""),):
                     run.record(
                         None,
@@ -115,6 +116,55 @@ def reconcile(run: Run) -> None:
             nodes[name] = replace(known, marks={**known.marks, **orphans})
     if nodes is not None:
         run.cluster = replace(run.cluster, nodes=nodes)
+
+
+def _hand_to_human(run: Run, holders: tuple[JobKey, ...], node: NodeName, kind: MarkKind) -> None:
+    """The holders' episodes on ``node`` remember that a human took the node from them
+    (holders whose state this call does not carry find out in ``human_took``)."""
+    for job in holders:
+        js = run.jobs.get(job)
+        lad = js.ladders.get(node) if js is not None else None
+        if js is None or lad is None or lad.human_override == kind.value:
+            continue
+        ladders = {**js.ladders, node: replace(lad, human_override=kind.value)}
+        run.jobs[job] = replace(js, ladders=ladders)
+
+
+def human_took(run: Run, ctx: JobRun, node: NodeName) -> MarkKind | None:
+    """The mark of the ladder's current step, when a human removed it: that mark is the
+    human's now, so while the ladder stays on that step no decision of ours on the node
+    may read as if we were waiting on our own action (``AwaitingEffect``). A later step
+    (after the node's cooldown) is a new mark of ours."""
+    lad = ctx.state.ladders.get(node)
+    kind = MARK_OF_ACTION.get(lad.step) if lad is not None and lad.step is not None else None
+    if lad is None or kind is None:
+        return None
+    if lad.human_override == kind.value:
+        return kind
+    ns = run.cluster.nodes.get(node)
+    if lad.simulated or ns is None or ns.cooldown_cause != "humanOverride":
+        return None
+    rec = ns.marks.get(kind)
+    if rec is not None and ctx.view.key in rec.holders:
+        return None
+    # Our ladder placed this mark and no record of ours holds it any more, while the
+    # node's cooldown says a human removed one: the cluster pass that saw it ran for
+    # another job, whose call did not carry this job's state.
+    ladders = {**ctx.state.ladders, node: replace(lad, human_override=kind.value)}
+    ctx.state = replace(ctx.state, ladders=ladders)
+    return kind
+
+
+def hold_for_human(run: Run, ctx: JobRun, node: NodeName, ev: dict[str, Any]) -> bool:
+    """Hold ``node`` as the human's (True) when a human took a mark of this episode."""
+    kind = human_took(run, ctx, node)
+    if kind is None:
+        return False
+    run.node_hold(
+        ctx, node, ACTION_OF_MARK[kind], Reason.HUMAN_OVERRIDE,
+        {**ev, "mark": kind.value, "heldBy": "human"},
+    )  # fmt: skip
+    return True
 
 
 def _policy_or_default(run: Run, name: str) -> Policy:
@@ -217,6 +267,8 @@ def maybe_recover(run: Run, ctx: JobRun, d: Digest, node: NodeName) -> None:
         # A GPU still to recover needs new windows, not time: only a new report helps.
         run.rechecks.append(since + timedelta(seconds=rc.hold_s))
     ev["nodeState"] = state
+    if hold_for_human(run, ctx, node, ev):
+        return
     run.node_hold(ctx, node, None, Reason.AWAITING_EFFECT, ev)
 
 

@@ -74,6 +74,11 @@ class JobView:
     """``pacekeeper.dev/policy``; None: the document's defaultPolicy."""
     mode_override: Mode | None = None
     """``pacekeeper.dev/mode``; can only lower the mode."""
+    policy_source: str | None = None
+    """What named ``policy_name`` (``annotation pacekeeper.dev/policy``), for decisions
+    to say so: an override nobody can see is one nobody can undo."""
+    mode_source: str | None = None
+    """What set ``mode_override`` (``annotation pacekeeper.dev/mode``)."""
     opted_out: bool = False
     """The job's own annotation opted it out."""
     pdb_blocked_nodes: frozenset[NodeName] = frozenset()

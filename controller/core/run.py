@@ -38,6 +38,9 @@ class JobRun:
     mode: Mode
     state: JobState
     decisions: list[Decision] = field(default_factory=list)
+    sources: Mapping[str, str] = field(default_factory=dict)
+    """``policySource`` / ``modeSource`` when the job's own annotation chose them: every
+    decision about the job carries them as evidence."""
 
     @property
     def enforce(self) -> bool:
@@ -83,7 +86,7 @@ class Run:
             verdict=verdict,
             action=action,
             reason=reason,
-            evidence=dict(evidence or {}),
+            evidence={**(ctx.sources if ctx else {}), **(evidence or {})},
             policy=ctx.policy_name if ctx else policy,
             mode=ctx.mode if ctx else (mode or self.doc.mode),
             decided_at=self.now,

@@ -82,6 +82,9 @@ class LadderState:
     probe_confirmed: bool | None = None
     """The probe's answer: True, the node's hardware is slow; False, it is not; None:
     not answered yet."""
+    human_override: str | None = None
+    """The mark (``MarkKind`` value) a human removed during this episode: the node is
+    theirs until the episode ends, and every decision on it says ``HumanOverride``."""
 
     def advanced(
         self, step: ActionKind, at: datetime, *, simulated: bool, gpus: tuple[str, ...] = ()
@@ -161,6 +164,10 @@ class JobState:
     streaks: Mapping[Rank, Streak] = field(default_factory=dict)
     history: tuple[HistoryEntry, ...] = ()
     ladders: Mapping[NodeName, LadderState] = field(default_factory=dict)
+    policy_source: str | None = None
+    """What chose the job's policy when not the document's default (an annotation)."""
+    mode_source: str | None = None
+    """What holds the job's mode where it is, when not the document or the policy."""
 
 
 @dataclass(frozen=True, slots=True)

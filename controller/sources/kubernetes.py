@@ -149,6 +149,8 @@ def job_view_of(
         policy_name=opt_in.policy_name,
         mode_override=opt_in.mode_override,
         opted_out=not opt_in.opted_in,
+        policy_source=f"annotation {POLICY_ANNOTATION}" if opt_in.policy_name else None,
+        mode_source=f"annotation {MODE_ANNOTATION}" if opt_in.mode_override else None,
     )
 
 

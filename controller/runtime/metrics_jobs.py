@@ -8,6 +8,10 @@ reconcile: a finished job's StragglerReport goes with it and its reconciles stop
 dropped job that reports again starts its counters over, which ``rate()`` reads as a
 counter reset. Samples are built at scrape time from a small table, so dropping a job
 is forgetting a row, not hunting for label sets.
+
+The label is ``job_key`` (``namespace/name``, ``ray:<id>``), not ``job``: Prometheus
+gives every scraped series the target's own ``job`` label and would rename ours to
+``exported_job``.
 """
 
 from __future__ import annotations
@@ -123,24 +127,24 @@ class JobMetrics:
             "pacekeeper_job_worst_score",
             "Lowest score of any rank in the job's latest report, as the job reported it "
             "(1.0 = as fast as the best).",
-            labels=["job"],
+            labels=["job_key"],
         )
         below = GaugeMetricFamily(
             "pacekeeper_job_ranks_below_act",
             "Ranks of the job's latest report below its policy's thresholds.act, judged as "
             "the policy judges (its score kind and reference).",
-            labels=["job"],
+            labels=["job_key"],
         )
         act = GaugeMetricFamily(
             "pacekeeper_job_act_threshold",
             "thresholds.act of the policy judging the job.",
-            labels=["job"],
+            labels=["job_key"],
         )
         actions = CounterMetricFamily(
             "pacekeeper_job_actions",
             "Act and undo decisions for the job, by action (observe mode's would-be "
             'actions are holds: pacekeeper_decisions{reason="ObserveMode"}).',
-            labels=["job", "action", "verdict"],
+            labels=["job_key", "action", "verdict"],
         )
         tracked = GaugeMetricFamily(
             "pacekeeper_job_metrics_jobs",

@@ -26,7 +26,7 @@ def test_reconciles_show_the_jobs_worst_score_slow_ranks_and_actions(
     registry = rec.metrics.registry
 
     def value(name: str, **labels: str) -> float | None:
-        return registry.get_sample_value(name, {"job": KEY, **labels})
+        return registry.get_sample_value(name, {"job_key": KEY, **labels})
 
     assert value("pacekeeper_job_worst_score") == 0.5
     assert value("pacekeeper_job_ranks_below_act") == 1  # 0.8 is above act 0.75

@@ -68,11 +68,11 @@ def test_worst_score_and_ranks_below_the_jobs_policy_act() -> None:
     m = ControllerMetrics()
     report = _report("llm", slow={2: 0.4, 5: 0.6, 6: 0.7})
     m.show_job("ml/llm", report, _doc(), None, ())
-    assert _value(m, "pacekeeper_job_worst_score", job="ml/llm") == 0.4
-    assert _value(m, "pacekeeper_job_ranks_below_act", job="ml/llm") == 1
-    assert _value(m, "pacekeeper_job_act_threshold", job="ml/llm") == 0.5
+    assert _value(m, "pacekeeper_job_worst_score", job_key="ml/llm") == 0.4
+    assert _value(m, "pacekeeper_job_ranks_below_act", job_key="ml/llm") == 1
+    assert _value(m, "pacekeeper_job_act_threshold", job_key="ml/llm") == 0.5
     m.show_job("ml/other", _report("other", slow={2: 0.4, 5: 0.6, 6: 0.7}), _doc(), "strict", ())
-    assert _value(m, "pacekeeper_job_ranks_below_act", job="ml/other") == 3
+    assert _value(m, "pacekeeper_job_ranks_below_act", job_key="ml/other") == 3
 
 
 def test_acts_and_undos_count_by_action_and_holds_do_not() -> None:
@@ -85,15 +85,15 @@ def test_acts_and_undos_count_by_action_and_holds_do_not() -> None:
     ]
     m.show_job(job, None, _doc(), None, decisions)
     m.show_job(job, None, _doc(), None, decisions[:1])
-    acts = _value(m, "pacekeeper_job_actions_total", job=job, action="taintNode", verdict="act")
+    acts = _value(m, "pacekeeper_job_actions_total", job_key=job, action="taintNode", verdict="act")
     assert acts == 2
-    undos = _value(m, "pacekeeper_job_actions_total", job=job, action="taintNode", verdict="undo")
+    undos = _value(m, "pacekeeper_job_actions_total", job_key=job, action="taintNode", verdict="undo")
     assert undos == 1
     assert (
-        _value(m, "pacekeeper_job_actions_total", job=job, action="cordonNode", verdict="hold")
+        _value(m, "pacekeeper_job_actions_total", job_key=job, action="cordonNode", verdict="hold")
         is None
     )
-    assert _value(m, "pacekeeper_job_worst_score", job=job) is None  # no report, no score
+    assert _value(m, "pacekeeper_job_worst_score", job_key=job) is None  # no report, no score
 
 
 def test_label_set_is_bounded_least_recently_reconciled_first_out() -> None:
@@ -105,7 +105,7 @@ def test_label_set_is_bounded_least_recently_reconciled_first_out() -> None:
     m.show_job("ml/j2", _report("j2", seq=1), _doc(), None, ())  # j2 is recent again
     m.show_job("ml/j5", _report("j5"), _doc(), None, ())
     assert m.jobs.jobs() == ["ml/j4", "ml/j2", "ml/j5"]
-    assert _value(m, "pacekeeper_job_worst_score", job="ml/j0") is None
+    assert _value(m, "pacekeeper_job_worst_score", job_key="ml/j0") is None
     assert _value(m, "pacekeeper_job_metrics_jobs") == 3
     assert _value(m, "pacekeeper_job_metrics_dropped_total") == 3
 
@@ -118,8 +118,8 @@ def test_an_ended_job_leaves_at_the_next_scrape_after_the_idle_time() -> None:
     m.show_job("ml/live", _report("live"), _doc(), None, ())
     clock.now += 301
     # No reconcile happened since: the scrape itself forgets the finished job.
-    assert _value(m, "pacekeeper_job_worst_score", job="ml/done") is None
-    assert _value(m, "pacekeeper_job_worst_score", job="ml/live") is not None
+    assert _value(m, "pacekeeper_job_worst_score", job_key="ml/done") is None
+    assert _value(m, "pacekeeper_job_worst_score", job_key="ml/live") is not None
 
 
 def test_the_ranks_are_walked_once_per_report_not_per_reconcile() -> None:

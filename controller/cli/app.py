@@ -14,7 +14,13 @@ from pacekeeper.controller.cli.status import status_app
 from pacekeeper.controller.cli.traces import export_app, trace_app
 from pacekeeper.controller.cli.webhook import webhook_cli
 
-app = typer.Typer(no_args_is_help=True, help="pacekeeper: find slow ranks and act on them, safely.")
+app = typer.Typer(
+    no_args_is_help=True,
+    help="pacekeeper: find slow ranks and act on them, safely.",
+    # Rich help cuts long flags and env var names to fit 80 columns ("--leader-electi…");
+    # click's plain help wraps instead, so every flag reads in full at any width.
+    rich_markup_mode=None,
+)
 app.add_typer(policy_app, name="policy")
 app.add_typer(operator_app, name="operator")
 app.add_typer(trace_app, name="trace")

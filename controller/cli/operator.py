@@ -2,93 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from pacekeeper.controller.cli.kube_config import KubeConfigError
+from pacekeeper.controller.cli.kube_config import api_client as _api_client
+
 operator_app = typer.Typer(no_args_is_help=True, help="Run the remediation controller.")
-
-DEFAULT_KUBECONFIG = "~/.kube/config"
-HOW_TO_CONFIGURE = "set KUBECONFIG, pass --kubeconfig, or run in a cluster"
-
-
-class KubeConfigError(Exception):
-    """No usable Kubernetes configuration; the message is one line for the user."""
-
-
-def _api_client(kubeconfig: Path | None) -> Any:
-    """In order: ``--kubeconfig``/``KUBECONFIG``, the pod's service account, ~/.kube/config."""
-    from kubernetes import client
-    from kubernetes import config as kube_config
-
-    config: Any = kube_config  # untyped in the kubernetes package
-    if kubeconfig is not None:
-        return _from_kubeconfig(str(kubeconfig))
-    try:
-        config.load_incluster_config()
-    except config.ConfigException as e:
-        in_cluster_problem = _one_line(e).rstrip(".")
-    else:
-        return client.ApiClient()
-    if os.path.exists(os.path.expanduser(DEFAULT_KUBECONFIG)):
-        return _from_kubeconfig(DEFAULT_KUBECONFIG)
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        raise KubeConfigError(
-            f"no Kubernetes configuration: in a cluster, but {in_cluster_problem} "
-            f"(is the service account token mounted?); {HOW_TO_CONFIGURE}"
-        )
-    raise KubeConfigError(
-        f"no Kubernetes configuration (not in a cluster, no {DEFAULT_KUBECONFIG}): "
-        f"{HOW_TO_CONFIGURE}"
-    )
-
-
-def _from_kubeconfig(value: str) -> Any:
-    """A client from a kubeconfig path or ``:``-separated list of them, as KUBECONFIG takes.
-
-    The files are read and parsed here first, so that a user learns which file is
-    missing, unreadable or not YAML, not a TypeError from inside the kubernetes loader."""
-    import yaml
-    from kubernetes import config as kube_config
-
-    config: Any = kube_config
-    paths = [p for p in value.split(os.pathsep) if p]
-    present = [p for p in paths if os.path.exists(os.path.expanduser(p))]
-    if not present:
-        what = f"kubeconfig {value} does" if len(paths) < 2 else f"none of kubeconfigs {value}"
-        raise KubeConfigError(f"{what} not exist: {HOW_TO_CONFIGURE}")
-    for path in present:
-        try:
-            doc = yaml.safe_load(Path(path).expanduser().read_text())
-        except OSError as e:
-            raise KubeConfigError(f"cannot read kubeconfig {path}: {e.strerror}") from None
-        except yaml.YAMLError as e:
-            raise KubeConfigError(
-                f"kubeconfig {path} is not valid YAML: {_yaml_problem(e)}"
-            ) from None
-        if doc is not None and not isinstance(doc, dict):
-            raise KubeConfigError(
-                f"kubeconfig {path} is not a kubeconfig: expected a mapping with clusters, "
-                "users, contexts and current-context"
-            )
-    try:
-        return config.new_client_from_config(config_file=value)
-    except Exception as e:  # the loader raises ConfigException, or anything on odd data
-        raise KubeConfigError(f"kubeconfig {value} is invalid: {_one_line(e)}") from None
-
-
-def _yaml_problem(e: Exception) -> str:
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or _one_line(e)
-    if mark is None:
-        return str(problem)
-    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
 
 
 def _metrics_access(value: str, tls_dir: Path | None, port: int) -> Any:
@@ -165,7 +87,7 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
         Path | None,
         typer.Option(
             envvar="KUBECONFIG",
-            help="Kubeconfig file(s), ':'-separated; default: in-cluster, then ~/.kube/config.",
+            help="Kubeconfig file(s), ':'-separated; default: ~/.kube/config, then in-cluster.",
         ),
     ] = None,
 ) -> None:

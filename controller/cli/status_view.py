@@ -18,14 +18,67 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from pacekeeper.controller.core.policy import PolicyDocument, Thresholds
 from pacekeeper.controller.core.state import ClusterState, JobState
 
 WORST_SHOWN = 3
 BUDGET_WINDOW = timedelta(hours=1)
 """Disruptive actions are counted over the last hour, as ``budgets.actionsPerHour`` is."""
-ACT_SHOWN = 0.8
-RECOVER_SHOWN = 0.92
-"""Heatmap colours: the default policy's thresholds (a score is 1 at the job's pace)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShownThresholds:
+    """The thresholds a job's cells are coloured by, and whose they are."""
+
+    act: float
+    recover: float
+    source: str
+    """``policy gpu (ConfigMap ns/name)``, or why the model's defaults are shown."""
+
+
+def thresholds_of(
+    document: PolicyDocument | None, where: str, policy_name: str | None
+) -> ShownThresholds:
+    """The thresholds of ``policy_name`` (None: the document's ``defaultPolicy``) in
+    ``document``, read from ``where``; the policy model's defaults when there is no
+    document or no such policy, saying so."""
+    if document is not None:
+        chosen = document.policy_for(policy_name)
+        if chosen is not None:
+            name, p = chosen
+            return ShownThresholds(
+                p.thresholds.act, p.thresholds.recover, f"policy {name} ({where})"
+            )
+        where = f"policy {policy_name} is not in {where}"
+    model = Thresholds()
+    return ShownThresholds(model.act, model.recover, f"the policy model's defaults ({where})")
+
+
+def age_text(seconds: float | None) -> str:
+    """kubectl's style: ``42s``, ``3m``, ``5h``, ``2d``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 120:
+        return f"{s}s"
+    if s < 120 * 60:
+        return f"{s // 60}m"
+    if s < 48 * 3600:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def _age_s(wire: Mapping[str, Any] | None, now: datetime) -> float | None:
+    raw = (wire or {}).get("generatedAt")
+    if not isinstance(raw, str):
+        return None
+    try:
+        at = datetime.fromisoformat(raw)
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        return None
+    return (now - at).total_seconds()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +111,25 @@ class JobStatus:
     """``node-a: taintNode x1`` for each node whose ladder has started."""
     scores: tuple[float | None, ...] = field(default=(), repr=False)
     """Per rank (index = rank), the worst score of the newest report; None: not measured."""
+    report_age_s: float | None = None
+    """Seconds since the newest report was generated."""
+    thresholds: ShownThresholds | None = None
+    """What the heatmap colours by: the thresholds of the policy in force for the job."""
+    policy_chosen_by: str | None = None
+    """The pod-template annotation that chose the policy (``pacekeeper.dev/policy``)."""
+    mode_chosen_by: str | None = None
+    """The annotation that lowered the mode (``pacekeeper.dev/mode=observe``)."""
+    controller_found: bool = True
+    """False: no controller state was found, so no verdict can be shown."""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["worst"] = [asdict(w) for w in self.worst]
         out["scores"] = list(self.scores)
         return out
+
+    def overrides(self) -> tuple[str, ...]:
+        return tuple(a for a in (self.policy_chosen_by, self.mode_chosen_by) if a)
 
 
 def _worst_scores(wire: Mapping[str, Any] | None) -> list[tuple[int, str, float | None]]:
@@ -85,9 +151,16 @@ def job_status(  # noqa: PLR0917 - one argument per source of the line
     records: Sequence[Mapping[str, Any]],
     cluster: ClusterState,
     now: datetime,
+    *,
+    policy: str | None = None,
+    thresholds: ShownThresholds | None = None,
+    policy_chosen_by: str | None = None,
+    mode_chosen_by: str | None = None,
+    controller_found: bool = True,
 ) -> JobStatus:
     """The job's line from its newest report ``wire``, its stored ``state`` and decision
-    ``records`` (newest last) and the cluster state (marks, action stamps)."""
+    ``records`` (newest last) and the cluster state (marks, action stamps). ``policy``
+    names the job's policy until a decision record does."""
     per_rank = _worst_scores(wire)
     measured = [(r, n, s) for r, n, s in per_rank if s is not None and not math.isnan(s)]
     worst = tuple(WorstRank(r, n, s) for r, n, s in sorted(measured, key=lambda x: x[2]))
@@ -123,16 +196,23 @@ def job_status(  # noqa: PLR0917 - one argument per source of the line
         reason=last.get("reason"),
         subject=last.get("subject"),
         mode=last.get("mode"),
-        policy=last.get("policy"),
+        policy=last.get("policy") or policy,
         decided_at=last.get("decidedAt"),
         marks=marks,
         actions_last_hour=used,
         ladders=ladders,
         scores=tuple(scores),
+        report_age_s=_age_s(wire, now),
+        thresholds=thresholds,
+        policy_chosen_by=policy_chosen_by,
+        mode_chosen_by=mode_chosen_by,
+        controller_found=controller_found,
     )
 
 
 def _verdict_cell(s: JobStatus) -> Text:
+    if not s.controller_found:
+        return Text("no controller state found", style="dim")
     if s.verdict is None:
         return Text("no decision yet", style="dim")
     style = {"act": "bold red", "undo": "green"}.get(s.verdict, "")
@@ -146,9 +226,19 @@ def _verdict_cell(s: JobStatus) -> Text:
     return text
 
 
-def status_table(rows: Sequence[JobStatus], title: str) -> Table:
-    t = Table(title=title)
-    for col in ("job", "ranks", "worst ranks", "verdict", "reason", "marks held", "budget used"):
+def _policy_cell(s: JobStatus) -> Text:
+    text = Text(s.policy or "-")
+    if s.thresholds is not None:
+        text.append(f"\nact {s.thresholds.act:g} recover {s.thresholds.recover:g}", style="dim")
+    for chosen_by in s.overrides():
+        text.append(f"\nby {chosen_by}", style="cyan")
+    return text
+
+
+def status_table(rows: Sequence[JobStatus], title: str, caption: str | None = None) -> Table:
+    t = Table(title=title, caption=caption, caption_justify="left")
+    columns = ("job", "ranks", "age", "worst ranks", "verdict", "reason", "policy")
+    for col in (*columns, "marks held", "budget used"):
         t.add_column(col, overflow="fold")
     for s in rows:
         worst = ", ".join(f"{w.rank}@{w.node} {w.score:.2f}" for w in s.worst) or "-"
@@ -158,41 +248,59 @@ def status_table(rows: Sequence[JobStatus], title: str) -> Table:
         t.add_row(
             s.job,
             str(s.ranks),
+            age_text(s.report_age_s),
             worst,
             _verdict_cell(s),
             s.reason or "-",
+            _policy_cell(s),
             "\n".join(s.marks) or "-",
             budget,
         )
     return t
 
 
-def heat_row(scores: Sequence[float | None], width: int = 64) -> Text:
-    """One cell per rank (``width`` per line), coloured by the policy's usual thresholds:
+def heat_row(
+    scores: Sequence[float | None], thresholds: ShownThresholds | None = None, width: int = 64
+) -> Text:
+    """One cell per rank (``width`` per line), coloured by the job's policy thresholds:
     green at the job's pace, yellow below ``recover``, red below ``act``; ``·`` not
     measured."""
+    t = thresholds or thresholds_of(None, "no policy document read", None)
     text = Text()
     for i, s in enumerate(scores):
         if i and i % width == 0:
             text.append("\n")
         if s is None:
             text.append("·", style="dim")
-        elif s < ACT_SHOWN:
+        elif s < t.act:
             text.append("█", style="bold red")
-        elif s < RECOVER_SHOWN:
+        elif s < t.recover:
             text.append("▓", style="yellow")
         else:
             text.append("■", style="green")
     return text
 
 
-def watch_view(rows: Sequence[JobStatus], title: str) -> Group:
-    """The table, then each job's ranks as a heatmap (the ``--watch`` screen)."""
-    parts: list[Any] = [status_table(rows, title)]
+def _shown(s: JobStatus) -> ShownThresholds:
+    return s.thresholds or thresholds_of(None, "no policy document read", None)
+
+
+def legend(t: ShownThresholds) -> Text:
+    return Text(
+        f"■ at pace  ▓ below {t.recover:g}  █ below {t.act:g}  · not measured  "
+        f"(thresholds of {t.source})"
+    )
+
+
+def watch_view(rows: Sequence[JobStatus], title: str, caption: str | None = None) -> Group:
+    """The table, then each job's ranks as a heatmap (the ``--watch`` screen), each with
+    the thresholds it is coloured by and whose they are."""
+    parts: list[Any] = [status_table(rows, title, caption)]
     for s in rows:
+        t = _shown(s)
         parts.append(Text(f"{s.job}: ranks 0..{max(s.ranks - 1, 0)}", style="bold"))
-        parts.append(heat_row(s.scores))
-    parts.append(Text(f"■ at pace  ▓ below {RECOVER_SHOWN}  █ below {ACT_SHOWN}  · not measured"))
+        parts.append(heat_row(s.scores, t))
+        parts.append(legend(t))
     return Group(*parts)
 
 

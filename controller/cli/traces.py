@@ -123,23 +123,36 @@ def export_ray(
 @export_app.command("kubernetes")
 def export_kubernetes(  # noqa: PLR0917 - one parameter per option
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL to write.")],
-    namespace: Annotated[str, typer.Option(help="The job's namespace.")],
     name: Annotated[str, typer.Option(help="The StragglerReport (the job's name).")],
-    kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig file.")] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace", "-n", help="The job's namespace (default: the context's, as kubectl)."
+        ),
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            help="Kubeconfig file(s), ':'-separated (default: KUBECONFIG, ~/.kube/config, "
+            "in-cluster, as kubectl)."
+        ),
+    ] = None,
     follow_s: Annotated[
         float, typer.Option(min=0, help="Keep polling this long, appending new reports.")
     ] = 0.0,
     interval_s: Annotated[float, typer.Option(min=1, help="Seconds between polls.")] = 30.0,
 ) -> None:
     """The StragglerReport's report, once or, with --follow-s, each new one."""
-    from pacekeeper.controller.cli.operator import KubeConfigError, _api_client
+    from pacekeeper.controller.cli import kube_config
     from pacekeeper.controller.sources.kubernetes import KubernetesSource
     from pacekeeper.controller.traces.export import JsonlExport, status_reports
 
     try:
-        source = KubernetesSource(_api_client(kubeconfig))
-    except KubeConfigError as e:
+        found = kube_config.connect(kubeconfig)
+    except kube_config.KubeConfigError as e:
         raise _fail(str(e)) from None
+    source = KubernetesSource(found.api_client)
+    namespace = namespace or found.namespace or "default"
     deadline = time.monotonic() + follow_s
     with out.open("w", encoding="utf-8") as fh:
         export = JsonlExport(fh, f"{namespace}/{name}")

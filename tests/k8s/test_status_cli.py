@@ -53,7 +53,14 @@ def test_status_json_names_worst_rank_verdict_marks_and_budget(
 ) -> None:
     _acted_world(k8s_server, k8s_api_client)
     kc = kubeconfig(k8s_server.url, tmp_path / "kubeconfig")
-    args = ["status", "kubernetes", "--kubeconfig", str(kc), "--namespace", CONTROLLER_NS]
+    args = [
+        "status",
+        "kubernetes",
+        "--kubeconfig",
+        str(kc),
+        "--controller-namespace",
+        CONTROLLER_NS,
+    ]
     result = CliRunner().invoke(app, [*args, "-o", "json"])
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)  # output mixes in stderr: the harness logs there
@@ -87,7 +94,7 @@ def test_status_watch_draws_table_and_heatmap_in_a_terminal(
     session = f"pk-status-{uuid.uuid4().hex[:8]}"
     command = (
         f"{sys.executable} -m pacekeeper.controller.cli status kubernetes --watch "
-        f"--interval-s 0.5 --kubeconfig {kc} --namespace {CONTROLLER_NS}"
+        f"--interval-s 0.5 --kubeconfig {kc} --controller-namespace {CONTROLLER_NS}"
     )
     env = {**os.environ, "TERM": "xterm-256color"}
     tmux = ["tmux", "-L", session]

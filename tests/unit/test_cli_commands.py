@@ -208,5 +208,5 @@ def test_status_of_a_job_without_report_or_decision_shows_none_yet() -> None:
 
 
 def test_heat_row_marks_slow_ranks_and_unmeasured_ones() -> None:
-    assert heat_row([0.99, 0.9, 0.5, None]).plain == "■▓█·"
+    assert heat_row([0.99, 0.8, 0.5, None]).plain == "■▓█·"  # the model's 0.7 / 0.85
     assert heat_row([1.0] * 5, width=2).plain == "■■\n■■\n■"

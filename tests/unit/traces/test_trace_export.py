@@ -73,7 +73,7 @@ def test_a_stragglerreport_status_yields_its_report_and_incarnation() -> None:
 def test_cli_follows_a_stragglerreport_and_writes_each_new_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pacekeeper.controller.cli import operator
+    from pacekeeper.controller.cli import kube_config
     from pacekeeper.controller.sources import kubernetes
 
     seen = iter([_wire(1), _wire(1), _wire(2)])
@@ -86,7 +86,8 @@ def test_cli_follows_a_stragglerreport_and_writes_each_new_report(
             assert (namespace, name) == ("ml", "llm")
             return {"status": {"report": next(seen), "incarnation": "i"}}
 
-    monkeypatch.setattr(operator, "_api_client", lambda _path: object())
+    found = kube_config.KubeConnection(object(), None, "test")
+    monkeypatch.setattr(kube_config, "connect", lambda _path: found)
     monkeypatch.setattr(kubernetes, "KubernetesSource", Source)
     monkeypatch.setattr("time.sleep", lambda _s: None)
     ticks = iter([0.0, 0.5, 1.5, 2.5])

@@ -16,12 +16,15 @@ import helm_python as helm
 import jsonschema
 import kubernetes_validate
 import yaml
+from helm_python import _native
 
 REPO = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO / "charts" / "pacekeeper"
 KUBE_VERSION = "1.33.0"
-"""The oldest Kubernetes we test against that kubernetes-validate ships; the chart needs
->= 1.27 (Chart.yaml kubeVersion)."""
+"""The Kubernetes whose schemas kubernetes-validate checks against, and the version renders
+claim by default (the newest the chart gates on)."""
+OLDEST_KUBE_VERSION = "1.20.2"
+"""The chart's floor (Chart.yaml kubeVersion), the real-server tier's kube-apiserver."""
 RELEASE = "pk"
 NAMESPACE = "pacekeeper-system"
 PROMETHEUS_OPERATOR_CRDS = Path(__file__).with_name("fixtures") / "prometheus_operator_crds.yaml"
@@ -45,15 +48,39 @@ def chart() -> helm.Chart:
     return helm.Chart.load(CHART_DIR)
 
 
-def render_files(values: dict[str, Any] | None = None) -> dict[str, str]:
-    """Template path -> rendered text, as `helm template` would produce."""
-    return chart().render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+def render_files(
+    values: dict[str, Any] | None = None, *, kube_version: str = KUBE_VERSION
+) -> dict[str, str]:
+    """Template path -> rendered text, as `helm template --kube-version` would produce.
+
+    `.Capabilities.KubeVersion` is what the templates gate on; Helm's offline
+    `.Capabilities.APIVersions` lists every group version its client knows whatever the
+    version, so it proves nothing about an old server and the chart does not read it.
+    `Chart.render` does not pass capabilities, so the library's render call is made here
+    with the same options plus the version.
+    """
+    opts = {
+        "name": RELEASE,
+        "namespace": NAMESPACE,
+        "is_install": True,
+        "kube_version": f"v{kube_version}",
+    }
+    rendered = _native.call_string(
+        "helm_render",
+        chart()._raw(),
+        None if values is None else json.dumps(values),
+        json.dumps(opts),
+    )
+    files: dict[str, str] = json.loads(rendered)
+    return files
 
 
-def render(values: dict[str, Any] | None = None) -> list[Manifest]:
+def render(
+    values: dict[str, Any] | None = None, *, kube_version: str = KUBE_VERSION
+) -> list[Manifest]:
     """Every object the release would create (NOTES.txt and empty templates left out)."""
     out: list[Manifest] = []
-    for path, text in sorted(render_files(values).items()):
+    for path, text in sorted(render_files(values, kube_version=kube_version).items()):
         if path.endswith("NOTES.txt"):
             continue
         out.extend(doc for doc in yaml.safe_load_all(text) if doc)

@@ -79,7 +79,8 @@ class JobMetrics:
     ) -> None:
         """Record one reconcile of ``job``. ``score`` gives (worst score, ranks below
         act, act threshold); it is called only for a ``report_id`` not seen yet (None: no
-        report), since it walks every rank. ``decisions``: act and undo ones count as actions."""
+        report), since it walks every rank. ``decisions``: ``job``'s act and undo ones count as
+        actions."""
         now = self._clock()
         with self._lock:
             row = self._jobs.get(job)
@@ -90,7 +91,9 @@ class JobMetrics:
             fresh = report_id is not None and report_id != row.report_id
             for d in decisions:
                 verdict = getattr(d.verdict, "value", str(d.verdict))
-                if d.action is None or verdict not in ("act", "undo"):
+                # A reconcile also decides for other jobs (a shared node's mark): those
+                # are counted when their own job is reconciled and records them.
+                if d.job != job or d.action is None or verdict not in ("act", "undo"):
                     continue
                 key = (getattr(d.action, "value", str(d.action)), verdict)
                 row.actions[key] = row.actions.get(key, 0) + 1

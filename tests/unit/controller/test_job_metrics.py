@@ -82,18 +82,24 @@ def test_acts_and_undos_count_by_action_and_holds_do_not() -> None:
         _decision(job, Verdict.ACT, "taintNode", Reason.BELOW_THRESHOLD),
         _decision(job, Verdict.HOLD, "cordonNode", Reason.OBSERVE_MODE),
         _decision(job, Verdict.UNDO, "taintNode", Reason.RECOVERED),
+        _decision("ml/other", Verdict.ACT, "taintNode", Reason.BELOW_THRESHOLD),
     ]
     m.show_job(job, None, _doc(), None, decisions)
     m.show_job(job, None, _doc(), None, decisions[:1])
     acts = _value(m, "pacekeeper_job_actions_total", job_key=job, action="taintNode", verdict="act")
     assert acts == 2
-    undos = _value(m, "pacekeeper_job_actions_total", job_key=job, action="taintNode", verdict="undo")
+    undos = _value(
+        m, "pacekeeper_job_actions_total", job_key=job, action="taintNode", verdict="undo"
+    )
     assert undos == 1
     assert (
         _value(m, "pacekeeper_job_actions_total", job_key=job, action="cordonNode", verdict="hold")
         is None
     )
     assert _value(m, "pacekeeper_job_worst_score", job_key=job) is None  # no report, no score
+    # Another job's decision made in this job's reconcile is that job's to count.
+    assert _value(m, "pacekeeper_job_actions_total", job_key="ml/other", action="taintNode",
+                  verdict="act") is None  # fmt: skip
 
 
 def test_label_set_is_bounded_least_recently_reconciled_first_out() -> None:

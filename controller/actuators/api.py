@@ -158,6 +158,15 @@ class KubeApi:
             _request_timeout=self._timeout,
         )
 
+    def patch_event(self, namespace: str, name: str, patch: Body) -> Body:
+        """Merge-patch an Event; the Event as it now is."""
+        return self._json(
+            self._core.patch_namespaced_event(
+                name, namespace, patch, _content_type=MERGE_PATCH,
+                _preload_content=False, _request_timeout=self._timeout,
+            )
+        )  # fmt: skip
+
     def create_event(self, namespace: str, event: Body) -> None:
         # The generated model would coerce the dict anyway; JSON in keeps one shape.
         body: Any = event

@@ -53,6 +53,7 @@ from pacekeeper.controller.runtime.state_store import (
     controller_status,
     display_outdated,
 )
+from pacekeeper.controller.runtime.telling import WorkloadTeller
 from pacekeeper.controller.sources.kubernetes import (
     KubernetesSource,
     OptIn,
@@ -63,6 +64,7 @@ from pacekeeper.controller.sources.kubernetes import (
     pods_of_job,
     report_of,
 )
+from pacekeeper.controller.sources.workloads import WorkloadResolver
 from pacekeeper.controller.sources.world_cache import WorldCache
 from pacekeeper.detector.score_report import ScoreReport
 
@@ -179,6 +181,7 @@ class Reconciler:
         self._cluster_lock = threading.Lock()
         """Held from loading the cluster state to saving it: one decision at a time."""
         self.acting = Acting(self.actuators, self.metrics, clock)
+        self.telling = WorkloadTeller(self.actuators, WorkloadResolver(api_client), clock)
         self.cache = cache
         self._handed: dict[JobKey, list[Decision]] = {}
         """Decisions about another job than the one reconciled (the cluster pass notices a
@@ -351,6 +354,7 @@ class Reconciler:
             self._refused(key, obj, report, fresh)
 
         acted = self.acting.apply(outcome.decisions, fresh, obj, pods, report)
+        self.telling.tell([*fresh, *acted.failed], pods)
         recheck = [t for t in (outcome.recheck_at, acted.retry_at) if t is not None]
         result = ReconcileResult(
             decisions=outcome.decisions, recheck_at=min(recheck, default=None),

@@ -43,6 +43,7 @@ from pacekeeper.controller.core.policy import (
     Recovery,
     ScoreKind,
     ScoreSelector,
+    TaintStep,
     Thresholds,
     Warmup,
 )
@@ -78,7 +79,12 @@ def demo_policy() -> PolicyDocument:
         persistence=Persistence(consecutive_reports=3, max_report_age_s=30.0),
         warmup=Warmup(after_job_start_s=0.0, after_action_s=0.0),
         recovery=Recovery(consecutive_reports=3, hold_s=1.0),
-        ladder=Ladder(notify=step, restart_rank=step, taint_node=step, cordon_node=step),
+        ladder=Ladder(
+            notify=step,
+            restart_rank=step,
+            taint_node=TaintStep(enabled=True, timeout_s=1.0),
+            cordon_node=step,
+        ),
     )
     return PolicyDocument(mode=Mode.DRY_RUN, policies={"default": policy})
 

@@ -11,7 +11,11 @@ the chart and the controller cannot disagree about what a valid policy is.
 
 Cross-field rules (replicas need leader election, ...) are written twice on purpose: as
 pydantic validators for Python callers and as JSON-schema ``if``/``then`` blocks for Helm,
-and tests/chart checks that both refuse the same values.
+and tests/chart checks that both refuse the same values. Each block carries a
+``description`` saying the rule and why in plain words: JSON schema's own message for a
+broken ``then`` is only "True was expected", and ``pacekeeper policy validate
+--helm-values`` prints the description instead (a block is found by its place in an
+``allOf``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 from pydantic.alias_generators import to_camel
 
 from pacekeeper.controller.core.policy import (
+    PREREQUISITE_WHY,
     PREREQUISITES,
     Ladder,
     PolicyDocument,
@@ -65,6 +70,8 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (
         ("Controller",),
         {
+            "description": "controller.replicas of 2 or more needs "
+            "controller.leaderElection.enabled=true: two active controllers would act twice",
             "if": {"properties": {"replicas": {"minimum": 2}}, "required": ["replicas"]},
             "then": {
                 "properties": {
@@ -80,6 +87,9 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (
         ("Metrics",),
         {
+            "description": "metrics.enabled=false turns off what scrapes or shows the "
+            "metrics too: serviceMonitor, prometheusRule, networkPolicy and grafanaDashboard "
+            "need metrics.enabled=true",
             "if": {"properties": {"enabled": {"const": False}}, "required": ["enabled"]},
             "then": {
                 "properties": {
@@ -97,6 +107,8 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (
         ("Metrics",),
         {
+            "description": "metrics.serviceMonitor.enabled=true needs metrics.access "
+            "kubernetes or open: with localhost no Service reaches /metrics",
             "if": {"properties": {"access": {"const": "localhost"}}, "required": ["access"]},
             "then": {
                 "properties": {"serviceMonitor": {"properties": {"enabled": {"const": False}}}}
@@ -106,6 +118,8 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (
         ("Metrics",),
         {
+            "description": "metrics.scrapers is only read with metrics.access=kubernetes: "
+            "the other modes do not check who scrapes, so the list would be ignored",
             "if": {"properties": {"access": {"const": "kubernetes"}}, "required": ["access"]},
             "else": {"properties": {"scrapers": {"maxItems": 0}}},
         },
@@ -113,6 +127,8 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (
         ("Tls",),
         {
+            "description": "tls.source=secret needs tls.secret.name: the Secret holding the "
+            "certificate",
             "if": {"properties": {"source": {"const": "secret"}}, "required": ["source"]},
             "then": {
                 "properties": {
@@ -125,6 +141,8 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (
         ("ServiceAccount",),
         {
+            "description": "serviceAccount.create=false needs serviceAccount.name: the "
+            "existing account the controller runs as",
             "if": {"properties": {"create": {"const": False}}, "required": ["create"]},
             "then": {"properties": {"name": {"minLength": 1}}, "required": ["name"]},
         },
@@ -132,6 +150,8 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (
         ("ReporterRbac",),
         {
+            "description": "reporterRbac.enabled=true needs at least one entry in "
+            "reporterRbac.bindings: it grants reporting rights to those service accounts only",
             "if": {"properties": {"enabled": {"const": True}}, "required": ["enabled"]},
             "then": {"properties": {"bindings": {"minItems": 1}}, "required": ["bindings"]},
         },
@@ -141,6 +161,8 @@ _CROSS_FIELD_RULES: list[tuple[tuple[str, ...], dict[str, Any]]] = [
 
 # ChartValues._webhook_from_a_secret_needs_its_ca, for Helm.
 _WEBHOOK_FROM_A_SECRET_NEEDS_ITS_CA: dict[str, Any] = {
+    "description": "tls.secret.caBundle is required when webhook.enabled=true and "
+    "tls.source=secret: the apiserver must trust the webhook's certificate",
     "if": {
         "properties": {
             "webhook": {"properties": {"enabled": {"const": True}}, "required": ["enabled"]},
@@ -247,6 +269,9 @@ def _ladder_needs_granted_action(action: str) -> dict[str, Any]:
         }
     }
     return {
+        "description": f"ladder.{action}.enabled=true in enforce mode needs "
+        f"actions.{action}.enabled=true: without it the chart grants the controller no RBAC "
+        "for the step, and every such action would fail (or lower this policy's mode)",
         "if": {
             "properties": {
                 "mode": {"const": "enforce"},
@@ -336,6 +361,8 @@ def _policy_rules() -> dict[str, list[dict[str, Any]]]:
     by_default = {field[name]: step.enabled for name, step in defaults}
     ladder = [
         {
+            "description": f"ladder.{kind.value}.enabled=true needs its prerequisite "
+            f"ladder.{needs.value}.enabled=true: {PREREQUISITE_WHY[kind]}",
             "if": _enabled(kind.value, by_default=by_default[kind.value]),
             "then": _enabled(needs.value, by_default=by_default[needs.value]),
         }
@@ -343,6 +370,9 @@ def _policy_rules() -> dict[str, list[dict[str, Any]]]:
     ]
     section_kinds = [ScoreKind.SECTION_RELATIVE.value, ScoreKind.SECTION_INDIVIDUAL.value]
     score = {
+        "description": "score.section is required with kind sectionRelative or "
+        "sectionIndividual (it names the section that judges the rank) and refused with the "
+        "other kinds, which never read it",
         "if": {"properties": {"kind": {"enum": section_kinds}}, "required": ["kind"]},
         "then": {
             "properties": {"section": {"type": "string", "pattern": r"\S"}},
@@ -353,7 +383,12 @@ def _policy_rules() -> dict[str, list[dict[str, Any]]]:
     return {
         "Policy.Ladder": ladder,
         "Policy.ScoreSelector": [score],
-        "Policy.NodeSelector": [{"properties": {"matchLabels": {"minProperties": 1}}}],
+        "Policy.NodeSelector": [
+            {
+                "description": "matchLabels is empty and would match every node",
+                "properties": {"matchLabels": {"minProperties": 1}},
+            }
+        ],
     }
 
 
@@ -362,8 +397,14 @@ def _document_rules() -> list[dict[str, Any]]:
     ``default``) one named ``default``."""
     default = PolicyDocument.model_fields["default_policy"].default
     return [
-        {"properties": {"policies": {"minProperties": 1}}},
         {
+            "description": "policies is empty; define at least one policy (jobs need one to "
+            "be judged by)",
+            "properties": {"policies": {"minProperties": 1}},
+        },
+        {
+            "description": f"without a defaultPolicy (or with {default!r}) a policy named "
+            f"{default!r} must exist: jobs without a pacekeeper.dev/policy annotation use it",
             "if": {"properties": {"defaultPolicy": {"const": default}}},
             "then": {"properties": {"policies": {"required": [default]}}},
         },

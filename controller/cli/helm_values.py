@@ -67,10 +67,27 @@ def check_helm_values(path: Path, chart_dir: Path | None) -> HelmValuesCheck:
     else:
         defaults = yaml.safe_load((chart_dir / "values.yaml").read_text(encoding="utf-8"))
     values = merge_values(defaults, user)
+    schema_errors: list[SchemaError] = []
     if chart_dir is not None:
-        check.errors += _schema_errors(values, chart_dir / "values.schema.json", path, check)
+        schema_errors = _schema_errors(values, chart_dir / "values.schema.json", path, check)
+    policy_errors_before = len(check.errors)
     check.document = _policy_document(values, path, check)
+    # Inside ``policy`` the controller's models judge the same rules as the schema, in
+    # their own words; the schema's are kept only where the models found nothing.
+    models_refused = len(check.errors) > policy_errors_before
+    check.errors[policy_errors_before:policy_errors_before] = [
+        e.text for e in schema_errors if not (e.in_policy_schema and models_refused)
+    ]
     return check
+
+
+@dataclass(frozen=True)
+class SchemaError:
+    """One values.schema.json failure, told in words."""
+
+    text: str
+    in_policy_schema: bool
+    """Raised by the policy's own schema (which the models restate), not a chart rule."""
 
 
 def merge_values(defaults: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
@@ -105,13 +122,13 @@ def _policy_document(
     try:
         return parse_policy_document(rendered_policy(values), f"{path}: policy")
     except PolicyError as e:
-        check.errors.append(str(e))
+        check.errors += e.problems
         return None
 
 
 def _schema_errors(
     values: dict[str, Any], schema_path: Path, path: Path, check: HelmValuesCheck
-) -> list[str]:
+) -> list[SchemaError]:
     try:
         import jsonschema
     except ImportError:  # a dev dependency; the image has the models only
@@ -121,11 +138,52 @@ def _schema_errors(
 
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(schema)
-    out = []
+    out: dict[str, SchemaError] = {}
     for error in sorted(_leaves(validator.iter_errors(values)), key=lambda e: e.json_path):
         where = "/" + "/".join(str(p) for p in error.absolute_path)
-        out.append(f"{path}: values.schema.json: at {where}: {error.message}")
-    return list(dict.fromkeys(out))
+        schema_where = list(error.absolute_schema_path)
+        why = rule_description(schema, schema_where)
+        text = f"{path}: values.schema.json: at {where}: {why or error.message}"
+        inside = schema_where[:2] == ["properties", "policy"]
+        out.setdefault(text, SchemaError(text, inside))
+    return list(out.values())
+
+
+def rule_description(schema: dict[str, Any], schema_path: list[Any]) -> str | None:
+    """The ``description`` of the innermost cross-field rule (an ``allOf`` entry) that a
+    failure's schema path passes through: why the rule exists, where JSON schema alone
+    would say "True was expected". ``$ref`` steps are not in the path: they are followed
+    wherever the next key is not found."""
+    node: Any = schema
+    why: str | None = None
+    previous: Any = None
+    for part in schema_path:
+        node = _follow_refs(schema, node, part)
+        if node is None:
+            return why
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return why
+        if previous == "allOf" and isinstance(node, dict):
+            description = node.get("description")
+            if isinstance(description, str):
+                why = description
+        previous = part
+    return why
+
+
+def _follow_refs(schema: dict[str, Any], node: Any, part: Any) -> Any:
+    seen = 0
+    while isinstance(node, dict) and part not in node and "$ref" in node and seen < 32:
+        ref = str(node["$ref"])
+        if not ref.startswith("#/"):
+            return None
+        node = schema
+        for key in ref[2:].split("/"):
+            node = node.get(key) if isinstance(node, dict) else None
+        seen += 1
+    return node
 
 
 def _leaves(errors: Any) -> list[Any]:

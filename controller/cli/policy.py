@@ -50,7 +50,8 @@ def validate(
         try:
             doc = load_policy_file(path)
         except PolicyError as e:
-            _tell(err, "[bold red]invalid[/]", str(e))
+            for problem in e.problems:
+                _tell(err, "[bold red]invalid[/]", problem)
             failed += 1
             continue
         for warning in doc.warnings():

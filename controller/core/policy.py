@@ -18,14 +18,15 @@ live in ``policy_types.py``, budgets, breaker and the enforce-mode rules in
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, Strict, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, Strict, ValidationError, model_validator
 
 # Relative on purpose: mypy checks this folder as ``controller.core.*``, where an absolute
 # ``pacekeeper.`` import is an unresolved Any and the models could not subclass PolicyModel.
-from .policy_errors import PolicyError, describe_errors
+from .policy_errors import PolicyError, describe_errors, policy_error
 from .policy_hardware import (
     Calibration,
     Confirm,
@@ -42,14 +43,15 @@ from .policy_safety import (
     NodeBudget,
     UnsafeRisk,
     UnsafeSetting,
-    refuse_zero_budgets,
     unsafe_settings,
+    zero_budget_problems,
 )
 from .policy_types import (
     DISRUPTIVE_ACTIONS,
     LADDER_ORDER,
     MAX_CLOCK_SKEW_S,
     NODE_ACTIONS,
+    PREREQUISITE_WHY,
     PREREQUISITES,
     ActionKind,
     Bool,
@@ -63,6 +65,7 @@ from .policy_types import (
     Reference,
     ScoreKind,
     Seconds,
+    TaintEffect,
     UnitInterval,
 )
 from .policy_yaml import read_policy_yaml
@@ -103,6 +106,8 @@ __all__ = [
     "ScoreKind",
     "ScoreSelector",
     "Seconds",
+    "TaintEffect",
+    "TaintStep",
     "Thresholds",
     "UnitInterval",
     "UnsafeRisk",
@@ -149,9 +154,16 @@ class ScoreSelector(PolicyModel):
     def _section_matches_kind(self) -> Self:
         needs = self.kind in (ScoreKind.SECTION_RELATIVE, ScoreKind.SECTION_INDIVIDUAL)
         if needs and not (self.section and self.section.strip()):
-            raise ValueError(f"section is required when kind is {self.kind.value}")
+            raise ValueError(
+                f"section is required when kind is {self.kind.value}: it names the section "
+                "whose score judges the rank"
+            )
         if not needs and self.section is not None:
-            raise ValueError(f"section={self.section!r} is only allowed with a section score kind")
+            raise ValueError(
+                f"section={self.section!r} is only allowed with a section score kind "
+                f"(sectionRelative, sectionIndividual): kind {self.kind.value} never reads it, "
+                "so the section named would be silently ignored"
+            )
         gpu = self.kind in (ScoreKind.GPU_RELATIVE, ScoreKind.GPU_INDIVIDUAL)
         if self.host_side and not (gpu and self.reference is Reference.PEER_MEDIAN):
             raise ValueError(
@@ -173,7 +185,11 @@ class Thresholds(PolicyModel):
     @model_validator(mode="after")
     def _hysteresis(self) -> Self:
         if self.recover <= self.act:
-            raise ValueError(f"@recover={self.recover:g} must be above @act={self.act:g}")
+            raise ValueError(
+                f"@recover={self.recover:g} must be above @act={self.act:g}: the gap between "
+                "them keeps a score that hovers at the threshold from marking and unmarking "
+                "the node every report"
+            )
         return self
 
 
@@ -198,7 +214,10 @@ class Persistence(PolicyModel):
     @model_validator(mode="after")
     def _some_rule(self) -> Self:
         if self.consecutive_reports is None and self.below_for_s is None:
-            raise ValueError("consecutiveReports or belowForS must be set")
+            raise ValueError(
+                "consecutiveReports or belowForS must be set: with both null nothing says how "
+                "long a rank must stay slow before anything is done"
+            )
         return self
 
 
@@ -234,6 +253,24 @@ class LadderStep(PolicyModel):
     """Times this step may be taken in one episode before escalating."""
 
 
+class TaintStep(LadderStep):
+    """The taintNode step: a ladder step and the effect of the taint it writes."""
+
+    effect: TaintEffect = TaintEffect.NO_SCHEDULE
+    """NoSchedule (default): keeps new pods off the node, running pods stay |
+    PreferNoSchedule: the scheduler avoids the node when it can | NoExecute: also evicts
+    every running pod on the node that does not tolerate it, of every job, with no budget
+    or PodDisruptionBudget (enforce mode needs noExecuteTaint in acknowledgeUnsafe)."""
+
+
+def _as_taint_step(value: Any) -> Any:
+    # A plain LadderStep (Python callers built ladders before the taint step had its own
+    # model) keeps its settings and gets the default effect.
+    if isinstance(value, LadderStep) and not isinstance(value, TaintStep):
+        return value.model_dump()
+    return value
+
+
 class Ladder(PolicyModel):
     """Escalation order: notify -> restartRank -> taintNode -> drainNode -> cordonNode."""
 
@@ -241,8 +278,9 @@ class Ladder(PolicyModel):
     """Event, condition, metric and log line; no budget."""
     restart_rank: LadderStep = LadderStep(max_attempts=2)
     """Evict (or delete) the slow rank's pod / restart the Ray worker. Needs notify."""
-    taint_node: LadderStep = LadderStep()
-    """Our NoSchedule taint on the node. Needs notify."""
+    taint_node: Annotated[TaintStep, BeforeValidator(_as_taint_step)] = TaintStep()
+    """Our taint (key pacekeeper.dev/straggler, effect NoSchedule unless ``effect`` says
+    otherwise) on the node. Needs notify."""
     drain_node: LadderStep = LadderStep(timeout_s=1800.0)
     """Evict the job's pods from the node (honours PodDisruptionBudgets). Needs taintNode."""
     cordon_node: LadderStep = LadderStep(timeout_s=1800.0)
@@ -256,11 +294,14 @@ class Ladder(PolicyModel):
 
     @model_validator(mode="after")
     def _prerequisites(self) -> Self:
-        for kind, needs in PREREQUISITES.items():
-            if self.step(kind).enabled and not self.step(needs).enabled:
-                raise ValueError(
-                    f"@{kind.value}.enabled=true needs its prerequisite @{needs.value}.enabled=true"
-                )
+        problems = [
+            f"@{kind.value}.enabled=true needs its prerequisite @{needs.value}.enabled=true: "
+            + PREREQUISITE_WHY[kind]
+            for kind, needs in PREREQUISITES.items()
+            if self.step(kind).enabled and not self.step(needs).enabled
+        ]
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
 
@@ -309,7 +350,8 @@ class Attribution(PolicyModel):
         if self.imbalance_min_distinct > self.imbalance_history:
             raise ValueError(
                 f"imbalanceMinDistinct={self.imbalance_min_distinct} cannot exceed "
-                f"imbalanceHistory={self.imbalance_history}"
+                f"imbalanceHistory={self.imbalance_history}: that history never holds so many "
+                "distinct slowest ranks, so no job would ever count as imbalanced"
             )
         if self.job_wide_fraction == 0:
             raise ValueError("jobWideFraction=0 would call every report a job-wide slowdown")
@@ -404,25 +446,26 @@ class PolicyDocument(PolicyModel):
     """Risky enforce-mode settings accepted on purpose, each still warned about:
     unlimitedBudgets (every budget on an enforced policy's enabled steps is null),
     fullClusterBudget (cluster.nodes lets every node carry our marks),
-    breakerNeverOpens (cluster.breaker.maxActions >= 5000)."""
+    breakerNeverOpens (cluster.breaker.maxActions >= 5000),
+    noExecuteTaint (a taintNode step with effect NoExecute evicts every untolerating pod)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if not self.policies:
-            raise ValueError("policies is empty; define at least one policy")
-        if self.default_policy not in self.policies:
-            names = ", ".join(sorted(self.policies))
-            raise ValueError(f"defaultPolicy={self.default_policy!r} is not in policies ({names})")
+            raise ValueError(
+                "policies is empty; define at least one policy (jobs need one to be judged by)"
+            )
+        problems = default_policy_problems(self.default_policy, list(self.policies))
         enforced = self._enforced()
         for p in enforced:
-            refuse_zero_budgets(p, self.cluster)
-        refused = [
+            problems += zero_budget_problems(p, self.cluster)
+        problems += [
             s.refusal()
             for s in unsafe_settings(enforced, self.cluster)
             if s.risk not in self.acknowledge_unsafe
         ]
-        if refused:
-            raise ValueError("; ".join(refused))
+        if problems:
+            raise ValueError("\n".join(dict.fromkeys(problems)))
         return self
 
     def policy_for(self, name: str | None) -> tuple[str, Policy] | None:
@@ -452,7 +495,9 @@ class PolicyDocument(PolicyModel):
 
     def _enforced(self) -> list[EnforcedPolicy]:
         return [
-            EnforcedPolicy(name, frozenset(p.ladder.enabled_steps()), p.budgets)
+            EnforcedPolicy(
+                name, frozenset(p.ladder.enabled_steps()), p.budgets, p.ladder.taint_node.effect
+            )
             for name, p in self.policies.items()
             if Mode.lowest(self.mode, p.mode) is Mode.ENFORCE
         ]
@@ -473,10 +518,37 @@ def load_policy_document(text: str | bytes, source: str = "<policy>") -> PolicyD
 
 
 def parse_policy_document(data: dict[str, Any], source: str = "<policy>") -> PolicyDocument:
+    """The validated document, or ``PolicyError`` listing every problem, one a line."""
     try:
         return PolicyDocument.model_validate(data)
     except ValidationError as e:
-        raise PolicyError(f"{source}: " + "; ".join(describe_errors(e))) from e
+        problems = describe_errors(e, PolicyDocument)
+        # The document's own rules run only once every field is valid; the one that needs
+        # nothing but names is checked on the raw data, so that it is not a second round.
+        if not any(p.startswith("defaultPolicy") for p in problems):
+            problems += _raw_default_policy_problems(data)
+        raise policy_error(source, problems) from e
+
+
+def default_policy_problems(default: str, names: list[str]) -> list[str]:
+    if default in names:
+        return []
+    text = (
+        f"defaultPolicy={default!r} is not in policies ({', '.join(sorted(names))}): jobs "
+        "without a pacekeeper.dev/policy annotation would have no policy"
+    )
+    close = difflib.get_close_matches(default, names, n=1, cutoff=0.6)
+    if close:
+        text += f"; did you mean {close[0]!r}?"
+    return [text]
+
+
+def _raw_default_policy_problems(data: dict[str, Any]) -> list[str]:
+    policies = data.get("policies")
+    default = data.get("defaultPolicy", PolicyDocument.model_fields["default_policy"].default)
+    if not isinstance(policies, dict) or not policies or not isinstance(default, str):
+        return []
+    return default_policy_problems(default, [str(k) for k in policies])
 
 
 def load_policy_file(path: str | Path) -> PolicyDocument:

@@ -69,7 +69,8 @@ class HardwareMemorySettings(PolicyModel):
             raise ValueError("slowBelow=0 would never call a window slow")
         if self.max_age_s < self.half_life_s:
             raise ValueError(
-                f"maxAgeS={self.max_age_s:g} must be at least halfLifeS={self.half_life_s:g}"
+                f"maxAgeS={self.max_age_s:g} must be at least halfLifeS={self.half_life_s:g}: "
+                "a GPU would be forgotten before its older windows had even counted half"
             )
         return self
 

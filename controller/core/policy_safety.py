@@ -27,6 +27,7 @@ from .policy_types import (
     PolicyModel,
     PositiveSeconds,
     Seconds,
+    TaintEffect,
 )
 
 BREAKER_NEVER_OPENS_AT = 5000
@@ -70,7 +71,8 @@ class JobBudgets(PolicyModel):
     nodes: NodeBudget = NodeBudget(max_nodes=1)
     """Nodes of one job that may carry our marks at once."""
     actions_per_hour: Int | None = Field(default=3, ge=0)
-    """Disruptive actions (restart, taint, drain, cordon) for one job per rolling hour."""
+    """Disruptive actions (restart, taint, drain, cordon) for one job per rolling hour
+    (null: unlimited)."""
     between_actions_s: Seconds = 300.0
     """Minimum gap between two disruptive actions on one job."""
 
@@ -95,7 +97,7 @@ class ClusterSafety(PolicyModel):
     nodes: NodeBudget = NodeBudget(max_nodes=2, max_percent=5.0)
     """Nodes in the whole cluster that may carry our marks at once."""
     actions_per_hour: Int | None = Field(default=6, ge=0)
-    """Disruptive actions in the whole cluster per rolling hour."""
+    """Disruptive actions in the whole cluster per rolling hour (null: unlimited)."""
     breaker: Breaker = Breaker()
     """The circuit breaker."""
 
@@ -112,6 +114,8 @@ class UnsafeRisk(StrEnum):
     """cluster.nodes lets every node of the cluster carry our marks at once."""
     BREAKER_NEVER_OPENS = "breakerNeverOpens"
     """cluster.breaker.maxActions is at least BREAKER_NEVER_OPENS_AT."""
+    NO_EXECUTE_TAINT = "noExecuteTaint"
+    """An enabled taintNode step with effect NoExecute."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +125,7 @@ class EnforcedPolicy:
     name: str
     steps: frozenset[ActionKind]
     budgets: JobBudgets
+    taint_effect: TaintEffect = TaintEffect.NO_SCHEDULE
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,27 +145,35 @@ class UnsafeSetting:
         return f"{self.message}; accepted by acknowledgeUnsafe: {self.risk}"
 
 
-def refuse_zero_budgets(p: EnforcedPolicy, cluster: ClusterSafety) -> None:
-    """A zero budget in enforce mode refuses every action it governs: a typo, not a policy."""
+def zero_budget_problems(p: EnforcedPolicy, cluster: ClusterSafety) -> list[str]:
+    """A zero budget in enforce mode refuses every action it governs: a typo, not a policy.
+    Every such budget of ``p``, one line each."""
     disruptive = p.steps & DISRUPTIVE_ACTIONS
     where = f"policy '{p.name}'"
+    out = []
     if p.steps & NODE_ACTIONS:
         if p.budgets.nodes.is_zero():
-            raise ValueError(
+            out.append(
                 f"{where}: budgets.nodes is zero in enforce mode; every node action would be "
                 "refused (disable the node steps or raise the budget)"
             )
         if cluster.nodes.is_zero():
-            raise ValueError(
-                f"cluster.nodes is zero in enforce mode while {where} enables node actions"
+            out.append(
+                f"cluster.nodes is zero in enforce mode while {where} enables node actions: "
+                "every node action would be refused (raise it or disable the node steps)"
             )
     if disruptive:
         if p.budgets.actions_per_hour == 0:
-            raise ValueError(
-                f"{where}: budgets.actionsPerHour=0 in enforce mode refuses every action"
+            out.append(
+                f"{where}: budgets.actionsPerHour=0 in enforce mode refuses every action "
+                "(null means unlimited; disable the steps instead)"
             )
         if cluster.actions_per_hour == 0:
-            raise ValueError("cluster.actionsPerHour=0 in enforce mode refuses every action")
+            out.append(
+                "cluster.actionsPerHour=0 in enforce mode refuses every action "
+                "(null means unlimited; disable the steps instead)"
+            )
+    return out
 
 
 def unsafe_settings(
@@ -182,6 +195,23 @@ def unsafe_settings(
                 f"cluster.nodes with maxNodes=null and maxPercent={percent} lets "
                 f"{_policies(node_users)} mark every node of the cluster at once in enforce mode",
                 "lower maxPercent or set maxNodes",
+            )
+        )
+    no_execute = [
+        p.name
+        for p in enforced
+        if ActionKind.TAINT_NODE in p.steps and p.taint_effect is TaintEffect.NO_EXECUTE
+    ]
+    if no_execute:
+        out.append(
+            UnsafeSetting(
+                UnsafeRisk.NO_EXECUTE_TAINT,
+                f"ladder.taintNode.effect=NoExecute in {_policies(no_execute)} evicts every pod "
+                "on the node that does not tolerate the taint, of every job, at once: no budget, "
+                "no PodDisruptionBudget, no drain step governs it (and a scheduler such as "
+                "Kueue's topology-aware scheduling may evict or move whole workloads off a "
+                "NoExecute-tainted node)",
+                "use NoSchedule, the default, and the budgeted drainNode step",
             )
         )
     acting = [p.name for p in enforced if p.steps & DISRUPTIVE_ACTIONS]

@@ -83,6 +83,28 @@ PREREQUISITES: dict[ActionKind, ActionKind] = {
     ActionKind.DRAIN_NODE: ActionKind.TAINT_NODE,
     ActionKind.CORDON_NODE: ActionKind.TAINT_NODE,
 }
+PREREQUISITE_WHY: dict[ActionKind, str] = {
+    ActionKind.RESTART_RANK: "every disruptive step is announced first (Event, condition), "
+    "so that people see why before their job is touched",
+    ActionKind.TAINT_NODE: "every disruptive step is announced first (Event, condition), "
+    "so that people see why before their job is touched",
+    ActionKind.DRAIN_NODE: "without our taint the drained pods' replacements are scheduled "
+    "right back onto the suspect node",
+    ActionKind.CORDON_NODE: "cordoning is the escalation of our taint, not a shortcut past it",
+}
+"""Why each prerequisite exists, in the words a refusal gives."""
+
+
+class TaintEffect(StrEnum):
+    """The effect of our taint (Kubernetes' three)."""
+
+    NO_SCHEDULE = "NoSchedule"
+    """Keeps new pods off the node; running pods stay (the default)."""
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    """The scheduler avoids the node when it can; nothing else changes."""
+    NO_EXECUTE = "NoExecute"
+    """Also evicts every running pod that does not tolerate it, of every job on the node,
+    with no budget and no PodDisruptionBudget; needs acknowledgeUnsafe: [noExecuteTaint]."""
 
 
 # --- field types ------------------------------------------------------------------

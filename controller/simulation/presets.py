@@ -23,6 +23,7 @@ from pacekeeper.controller.core.policy import (
     PolicyDocument,
     ScoreKind,
     ScoreSelector,
+    TaintStep,
     Thresholds,
     Warmup,
 )
@@ -45,7 +46,7 @@ def simulation_policy(mode: Mode = Mode.DRY_RUN, confirm: Confirm = Confirm.NONE
         ladder=Ladder(
             notify=LadderStep(enabled=True, timeout_s=120.0),
             restart_rank=LadderStep(enabled=True, timeout_s=600.0, max_attempts=1),
-            taint_node=LadderStep(enabled=True, timeout_s=900.0),
+            taint_node=TaintStep(enabled=True, timeout_s=900.0),
         ),
     )
     return PolicyDocument(mode=mode, policies={"default": policy})

@@ -454,7 +454,8 @@ def test_risky_enforce_settings_need_an_acknowledgement_and_then_warn(
         with pytest.raises(PolicyError) as e:
             parse_policy_document(doc, SRC)
         message = str(e.value)
-        assert message.startswith(f"{SRC}: ") and "\n" not in message
+        # One problem a line, each naming the file.
+        assert all(line.startswith(f"{SRC}: ") for line in message.splitlines()), message
         for risk in RISKS:
             assert (f"acknowledgeUnsafe: [{risk}]" in message) is (risk in missing), message
         for risk, policy in risks:

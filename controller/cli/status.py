@@ -233,14 +233,24 @@ def ray_rows(
     return rows
 
 
-def _show_hardware(read: Callable[[], dict[str, Any]], title: str, output: Output) -> None:
+PIPED_WIDTH = 400
+"""Columns when the output is not a terminal: whole lines for grep and scripts, as kubectl
+prints them, instead of cells folded to fit 80."""
+
+
+def _console() -> Any:
     from rich.console import Console
 
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPED_WIDTH)
+
+
+def _show_hardware(read: Callable[[], dict[str, Any]], title: str, output: Output) -> None:
     memory = read()
     if output is Output.JSON:
         typer.echo(json.dumps(memory, indent=2, default=str))
         return
-    Console().print(hardware_table(memory, title))
+    _console().print(hardware_table(memory, title))
 
 
 def _show(  # noqa: PLR0917 - one argument per part of the screen
@@ -251,10 +261,9 @@ def _show(  # noqa: PLR0917 - one argument per part of the screen
     every_s: float,
     caption: str | None = None,
 ) -> None:
-    from rich.console import Console
     from rich.live import Live
 
-    console = Console()
+    console = _console()
     if output is Output.JSON:
         typer.echo(json.dumps([r.to_json() for r in read()], indent=2, default=str))
         if caption:

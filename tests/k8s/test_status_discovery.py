@@ -219,3 +219,13 @@ def test_help_shows_every_flag_whole_at_80_columns() -> None:
                     assert flag in result.output, (path, flag)
                     checked += 1
     assert checked > 50
+
+
+def test_piped_table_keeps_each_cell_on_one_line_for_grep(
+    k8s_server: RunningServer, k8s_api_client: Any, kc: Path
+) -> None:
+    _decided_world(k8s_server, k8s_api_client)
+    args = ["status", "kubernetes", "--kubeconfig", str(kc)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "by pacekeeper.dev/mode=observe" in result.output, result.output

@@ -64,9 +64,9 @@ def more_since(held_back: int) -> str:
     return f" ({held_back} more since)" if held_back else ""
 
 
-def message_cause(error: BaseException) -> str:
-    """A cause key for a refusal: its type and message with the numbers masked, so
-    'sequence 41 refused' and 'sequence 42 refused' are one cause, while a wrong job and
-    a schema refusal are two."""
-    text = _NUMBERS.sub("#", str(error))[:200]
+def message_cause(error: BaseException, text: str | None = None) -> str:
+    """A cause key for a refusal: its type and message (``text``, else ``str(error)``)
+    with the numbers masked, so 'sequence 41 refused' and 'sequence 42 refused' are one
+    cause, while a wrong job and a schema refusal are two."""
+    text = _NUMBERS.sub("#", str(error) if text is None else text)[:200]
     return f"{type(error).__name__}: {text}"

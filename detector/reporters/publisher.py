@@ -207,10 +207,14 @@ class Publisher:
         try:
             self.sink.send(report)
         except ReportRejected as e:
+            why = _text(e)
             with self._cond:
                 self._rejected += 1
-                self._last_error = str(e)
-            self._log_refusal(report, e)
+                self._last_error = why
+            try:
+                self._log_refusal(report, e, why)
+            except Exception:  # a log line must not stop the delivery thread
+                logger.debug("refusal not logged", exc_info=True)
             return "done"
         except Exception as e:
             cause = failure_cause(e)
@@ -239,26 +243,35 @@ class Publisher:
             )
         return "done"
 
-    def _log_refusal(self, report: ScoreReport, error: ReportRejected) -> None:
+    def _log_refusal(self, report: ScoreReport, error: ReportRejected, why: str) -> None:
         extra = {
             "sink": self.sink.name,
             "sequence": report.sequence,
             "job": report.job.key,
-            "error": str(error),
+            "error": why,
         }
-        held_back = self._refusal_log.admit(message_cause(error))
+        held_back = self._refusal_log.admit(message_cause(error, why))
         if held_back is None:
-            logger.debug("report refused by receiver, dropped: %s", error, extra=extra)
+            logger.debug("report refused by receiver, dropped: %s", why, extra=extra)
             return
         logger.error(
             "report refused by receiver, dropped: %s (job %s, sequence %d, sink %s)%s",
-            error,
+            why,
             report.job.key,
             report.sequence,
             self.sink.name,
             more_since(held_back),
             extra={**extra, "held_back": held_back},
         )
+
+
+def _text(error: BaseException) -> str:
+    """``str(error)``, or its type when even that fails: the delivery thread must outlive
+    whatever a sink raises."""
+    try:
+        return str(error)
+    except Exception:
+        return type(error).__name__
 
 
 def failure_cause(error: BaseException) -> str:

@@ -110,3 +110,33 @@ def test_bad_throttle_settings_are_refused() -> None:
         LogThrottle(-1)
     with pytest.raises(ValueError, match="max_causes"):
         LogThrottle(1, max_causes=0)
+
+
+class _Unprintable(ReportRejected):
+    def __str__(self) -> str:
+        raise RuntimeError("cannot say why")
+
+
+class _OnceUnprintableSink:
+    name = "odd"
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+
+    def send(self, report: ScoreReport) -> None:
+        if report.sequence == 0:
+            raise _Unprintable()
+        self.received.append(report.sequence)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_refusal_that_cannot_be_printed_does_not_stop_delivery() -> None:
+    sink = _OnceUnprintableSink()
+    pub = Publisher(sink)
+    for seq in range(3):
+        pub.submit(synthetic_report(job=JOB, sequence=seq))
+    assert pub.flush(timeout_s=10)
+    pub.close()
+    assert sink.received == [1, 2]

@@ -42,3 +42,19 @@ app.kubernetes.io/part-of: pacekeeper
 {{- .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Version gates. They read .Capabilities.KubeVersion, never .Capabilities.APIVersions:
+`helm template` and client dry-runs claim every group version Helm's client knows, so only
+the version tells an old server apart there. Non-empty means yes. The floor is 1.20
+(Chart.yaml kubeVersion, the real-server tier's kube-apiserver). */}}
+
+{{/* policy/v1 PodDisruptionBudget: GA in 1.21 (policy/v1beta1 is gone from 1.25). */}}
+{{- define "pacekeeper.pdbApiVersion" -}}
+{{- ternary "policy/v1" "policy/v1beta1" (semverCompare ">=1.21.0-0" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+
+{{/* The API server labels every namespace with kubernetes.io/metadata.name from 1.21 on;
+before that a selector on it matches namespaces without the label, i.e. all of them. */}}
+{{- define "pacekeeper.namespacesCarryTheirName" -}}
+{{- if semverCompare ">=1.21.0-0" .Capabilities.KubeVersion.Version -}}yes{{- end -}}
+{{- end -}}

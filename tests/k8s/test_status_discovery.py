@@ -39,7 +39,7 @@ from pacekeeper.controller.runtime.reconcile import Reconciler
 KEY = JobKey(f"{NAMESPACE}/{JOB}")
 INSTALLED_NS = "pacekeeper-system"
 """Where docs/install.md installs the chart."""
-POLICY_MAP = "pk-pacekeeper-policy"
+POLICY_MAP = "pacekeeper-policy"  # a release named pacekeeper (docs/status.md)
 WIDE = {"COLUMNS": "250"}
 
 
@@ -56,7 +56,7 @@ def _installed_controller(server: RunningServer) -> None:
     server.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INSTALLED_NS}})
     server.apply({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "pk-pacekeeper-leader", "namespace": INSTALLED_NS},
+        "metadata": {"name": "pacekeeper-leader", "namespace": INSTALLED_NS},
         "spec": {"holderIdentity": "pk-0", "leaseDurationSeconds": 15},
     })  # fmt: skip
     server.apply({

@@ -69,3 +69,11 @@ def test_heatmap_and_legend_follow_the_policy_in_force() -> None:
     assert heat_row([0.99, 0.92, 0.8], thresholds_of(DOC, "f", "lenient")).plain == "■■■"
     assert "▓ below 0.95  █ below 0.9" in legend(strict).plain
     assert "thresholds of policy strict (file p.yaml)" in legend(strict).plain
+
+
+def test_docs_quote_the_policy_models_defaults() -> None:
+    from pathlib import Path
+
+    model = Thresholds()
+    text = (Path(__file__).parents[3] / "docs" / "status.md").read_text()
+    assert f"act {model.act:g}, recover {model.recover:g}" in text

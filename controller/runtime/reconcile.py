@@ -45,11 +45,13 @@ from pacekeeper.controller.core.policy import PolicyDocument
 from pacekeeper.controller.core.state import State
 from pacekeeper.controller.core.trust import binding_of, place_report
 from pacekeeper.controller.runtime.acting import Acting, report_ref
+from pacekeeper.controller.runtime.conditions import conditions_of, verdict_of
 from pacekeeper.controller.runtime.metrics import ControllerMetrics
 from pacekeeper.controller.runtime.state_store import (
     DECISIONS_KEPT,
     JobRecord,
     StateStore,
+    as_stored,
     controller_status,
     display_outdated,
 )
@@ -349,7 +351,9 @@ class Reconciler:
         self.metrics.show_job(key, report, self.policies, view.policy_name, outcome.decisions)
 
         sequence = report.sequence if isinstance(report, ScoreReport) else None
-        shown = self._mirror(obj, record.decisions, sequence)
+        shown = self._mirror(
+            obj, record.decisions, sequence, conditions=self._conditions(obj, mine, bound=True)
+        )
         if isinstance(report, RejectedReport) and report.reason is Reason.UNTRUSTED_REPORT:
             self._refused(key, obj, report, fresh)
 
@@ -403,7 +407,8 @@ class Reconciler:
             logger.warning("report ignored", extra={"job": key, "reason": d.reason.value,
                                                     "problem": problem})  # fmt: skip
             # The display copy only: the controller keeps nothing for a ghost.
-            self._mirror(obj, record.with_decisions(fresh), None)
+            conditions = self._conditions(obj, [d], bound=False, problem=problem)
+            self._mirror(obj, record.with_decisions(fresh), None, conditions=conditions)
         return ReconcileResult(decisions=(d,))
 
     def _refused(
@@ -423,28 +428,59 @@ class Reconciler:
             event_type=EventType.WARNING,
         )  # fmt: skip
 
+    def _conditions(
+        self,
+        obj: Mapping[str, Any],
+        decisions: Sequence[Decision],
+        *,
+        bound: bool,
+        problem: str = "",
+    ) -> dict[str, Any]:
+        """``status.conditions`` and ``status.verdict`` for this reconcile's decisions."""
+        status = obj.get("status") or {}
+        generation = (obj.get("metadata") or {}).get("generation")
+        out: dict[str, Any] = {
+            "conditions": conditions_of(
+                decisions, status.get("conditions") or [], bound=bound, problem=problem,
+                generation=int(generation) if generation is not None else None,
+                now=self._clock(),
+            )
+        }  # fmt: skip
+        verdict = verdict_of(decisions)
+        if verdict is not None:
+            out["verdict"] = verdict
+        return out
+
     def _mirror(
         self,
         obj: Mapping[str, Any],
         records: Sequence[Mapping[str, Any]],
         sequence: int | None,
         previous: Mapping[str, Any] | None = None,
+        *,
+        conditions: Mapping[str, Any] | None = None,
     ) -> Mapping[str, Any]:
-        """The display copy in status.controller, written only when it changed (against
-        ``previous``, else the object's); a failure to write it loses nothing. Returns
-        the block now shown."""
+        """The display copy in status.controller (and ``conditions``: the top-level
+        ``status.conditions`` and ``status.verdict``), written only when it changed
+        (against ``previous``, else the object's); a failure to write it loses nothing.
+        Returns the block now shown."""
         from kubernetes.client.exceptions import ApiException
 
         meta = obj.get("metadata") or {}
+        status = obj.get("status") or {}
         if previous is None:
-            previous = (obj.get("status") or {}).get("controller") or {}
+            previous = status.get("controller") or {}
         now = self._clock()
         block = controller_status(records, sequence, now)
-        if not display_outdated(block, previous, now):
+        shown = {
+            k: v for k, v in (conditions or {}).items()
+            if as_stored(v) != as_stored(status.get(k))
+        }  # fmt: skip
+        if not display_outdated(block, previous, now) and not shown:
             return previous
         try:
             self.store.mirror_status(str(meta.get("namespace")), str(meta.get("name")), block,
-                                     previous)  # fmt: skip
+                                     previous, shown)  # fmt: skip
         except ApiException as e:
             logger.warning(
                 "status display not written",

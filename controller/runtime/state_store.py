@@ -446,11 +446,18 @@ class StateStore:
         name: str,
         controller: dict[str, Any],
         previous: Mapping[str, Any] | None = None,
+        shown: Mapping[str, Any] | None = None,
     ) -> None:
-        """Merge-patch the display copy in ``status.controller`` (the reporter owns the
-        rest of status). Keys the display no longer has (an old release's ``state``) are
-        deleted with null."""
-        patch = {"status": {"controller": merge_patch(dict(previous or {}), controller)}}
+        """Merge-patch the display copy in ``status.controller`` and the top-level keys in
+        ``shown`` (``conditions``, ``verdict``): the reporter owns the rest of status.
+        Keys the display no longer has (an old release's ``state``) are deleted with
+        null."""
+        patch = {
+            "status": {
+                "controller": merge_patch(dict(previous or {}), controller),
+                **(shown or {}),
+            }
+        }
         resp: Any = self._custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, patch,
             _content_type=MERGE_PATCH, _request_timeout=self._timeout, _preload_content=False,

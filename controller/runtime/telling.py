@@ -44,13 +44,14 @@ TOLD_HOLDS: frozenset[Reason] = frozenset(
         Reason.HUMAN_OVERRIDE,
         Reason.NOT_OURS,
         Reason.UNKNOWN_POLICY,
-        Reason.UNTRUSTED_REPORT,
         Reason.MALFORMED_REPORT,
         Reason.ACTION_FAILED,
         Reason.PROBE_CLEARED,
     }
 )
-"""Holds a human would want to hear about; every act and undo is told too."""
+"""Holds a human would want to hear about; every act and undo is told too.
+``UntrustedReport`` is told once on the StragglerReport whose writer it accuses
+(``Reconciler._refused``), not again here."""
 NORMAL_REASONS = frozenset({Reason.RECOVERED, Reason.PROBE_CLEARED, Reason.MARK_EXPIRED})
 
 

@@ -1,11 +1,14 @@
-"""Node marks: our NoSchedule taint and our cordon, and undoing only our own.
+"""Node marks: our taint (NoSchedule unless the policy chose another effect) and our
+cordon, and undoing only our own.
 
 Each method reads the node, decides from what it sees, and writes the change together
 with its provenance annotation in one merge patch that carries the resourceVersion it
 read: if the node changed in between, the server answers 409 and the step re-reads.
 So a repeated call (after a timeout, a 500, a controller restart) finds the mark in
 place and changes nothing, and a mark without our provenance is never taken over or
-removed.
+removed. Our taint is the one with our key and the effect we recorded beside it: a taint
+of another system (NVSentinel's, a person's) on the same node is never touched, and undo
+removes exactly the key and effect we wrote.
 """
 
 from __future__ import annotations
@@ -29,14 +32,17 @@ from pacekeeper.controller.actuators.unanswered import UnansweredWrites
 from pacekeeper.controller.core.marks import (
     CORDON_ANNOTATION,
     TAINT_ANNOTATION,
-    TAINT_EFFECT,
+    TAINT_EFFECT_ANNOTATION,
     TAINT_KEY,
     Provenance,
     is_cordoned,
+    is_our_taint,
     our_taint,
     provenance_of,
+    recorded_taint_effect,
 )
 from pacekeeper.controller.core.observations import MarkKind
+from pacekeeper.controller.core.policy_types import TaintEffect
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +63,12 @@ class _MarkOps:
     kind: MarkKind
     annotation: str
     present: Callable[[Body], bool]
+    """For marking: is any mark of this kind there (ours or not)? For undo, ``ours_present``."""
+    ours_present: Callable[[Body], bool]
     added: Callable[[Body, Provenance], Body]
     removed: Callable[[Body], Body]
+    notes: Callable[[Provenance], dict[str, Any]]
+    """The annotations written with the mark (``None`` values: removed with it)."""
     do: EventAction
     undo: EventAction
     done_message: Callable[[Provenance], str]
@@ -69,33 +79,52 @@ def _for_job(provenance: Provenance) -> str:
     return f"for job {provenance.job} (policy {provenance.policy})"
 
 
-_TAINT = _MarkOps(
-    kind=MarkKind.TAINT,
-    annotation=TAINT_ANNOTATION,
-    present=lambda node: our_taint(node) is not None,
-    added=lambda node, provenance: {
-        "taints": [
-            *_taints(node),
-            {"key": TAINT_KEY, "value": str(provenance.reason), "effect": TAINT_EFFECT},
-        ]
-    },
-    removed=lambda node: {"taints": [t for t in _taints(node) if t.get("key") != TAINT_KEY]},
-    do=EventAction.TAINT_NODE,
-    undo=EventAction.UNTAINT_NODE,
-    done_message=lambda p: f"Tainted {TAINT_KEY}={p.reason}:{TAINT_EFFECT} {_for_job(p)}",
-    undone_message=lambda p: f"Removed {TAINT_KEY} {_for_job(p)}",
-)
+def _taint_ops(effect: TaintEffect) -> _MarkOps:
+    """Our taint with ``effect``. Any taint with our key counts as present when marking (a
+    second one with another effect would be a second mark); undo sees and removes only
+    the one with the effect recorded on the node, never another system's taint."""
+    return _MarkOps(
+        kind=MarkKind.TAINT,
+        annotation=TAINT_ANNOTATION,
+        present=lambda node: our_taint(node) is not None,
+        ours_present=lambda node: our_taint(node, recorded_taint_effect(node)) is not None,
+        added=lambda node, provenance: {
+            "taints": [
+                *_taints(node),
+                {"key": TAINT_KEY, "value": str(provenance.reason), "effect": effect.value},
+            ]
+        },
+        removed=lambda node: {"taints": [t for t in _taints(node) if not is_our_taint(t, node)]},
+        notes=lambda provenance: {
+            TAINT_ANNOTATION: provenance.to_annotation(),
+            TAINT_EFFECT_ANNOTATION: effect.value,
+        },
+        do=EventAction.TAINT_NODE,
+        undo=EventAction.UNTAINT_NODE,
+        done_message=lambda p: f"Tainted {TAINT_KEY}={p.reason}:{effect.value} {_for_job(p)}",
+        undone_message=lambda p: f"Removed {TAINT_KEY} {_for_job(p)}",
+    )
+
+
+# Undo reads the effect from the node, so the effect given here is not used by it.
+_UNTAINT = _taint_ops(TaintEffect.NO_SCHEDULE)
 _CORDON = _MarkOps(
     kind=MarkKind.CORDON,
     annotation=CORDON_ANNOTATION,
     present=is_cordoned,
+    ours_present=is_cordoned,
     added=lambda node, provenance: {"unschedulable": True},
     removed=lambda node: {"unschedulable": None},
+    notes=lambda provenance: {CORDON_ANNOTATION: provenance.to_annotation()},
     do=EventAction.CORDON_NODE,
     undo=EventAction.UNCORDON_NODE,
     done_message=lambda p: f"Cordoned {_for_job(p)}",
     undone_message=lambda p: f"Uncordoned {_for_job(p)}",
 )
+
+
+def _cleared(ops: _MarkOps, provenance: Provenance) -> dict[str, Any]:
+    return dict.fromkeys(ops.notes(provenance))
 
 
 class NodeActuator:
@@ -113,13 +142,20 @@ class NodeActuator:
         self._sleep = sleep
         self._unanswered = UnansweredWrites()
 
-    def taint(self, node: str, provenance: Provenance) -> ActionResult:
-        """Add our NoSchedule taint (value: the reason) with its provenance."""
-        return self._mark(node, provenance, _TAINT)
+    def taint(
+        self,
+        node: str,
+        provenance: Provenance,
+        effect: TaintEffect = TaintEffect.NO_SCHEDULE,
+    ) -> ActionResult:
+        """Add our taint (value: the reason; ``effect``: the policy's) with its provenance
+        and the effect it was written with."""
+        return self._mark(node, provenance, _taint_ops(effect))
 
     def untaint(self, node: str, provenance: Provenance) -> ActionResult:
-        """Remove our taint, only if its provenance is ours; a missing node is done."""
-        return self._unmark(node, provenance, _TAINT)
+        """Remove our taint (our key, the effect we recorded), only if its provenance is
+        ours; a missing node is done."""
+        return self._unmark(node, provenance, _UNTAINT)
 
     def cordon(self, node: str, provenance: Provenance) -> ActionResult:
         """Cordon with provenance; a node already cordoned by anyone else stays theirs."""
@@ -178,11 +214,7 @@ class NodeActuator:
                     # timeout) before the Event; the Event's name is deterministic.
                     self._announce(current, provenance, ops.do, ops.done_message)
                 return ActionResult(Outcome.ALREADY_APPLIED, target)
-            written = self._write(
-                current,
-                ops.added(current, provenance),
-                {ops.annotation: provenance.to_annotation()},
-            )
+            written = self._write(current, ops.added(current, provenance), ops.notes(provenance))
             self._announce(written, provenance, ops.do, ops.done_message)
             return ActionResult(Outcome.APPLIED, target)
 
@@ -197,7 +229,7 @@ class NodeActuator:
             if current is None:
                 self._unanswered.settle(key)
                 return ActionResult(Outcome.ALREADY_UNDONE, target, {"node": "gone"})
-            present = ops.present(current)
+            present = ops.ours_present(current)
             if _owner_of(current, ops.kind) != provenance.owner:
                 if self._unanswered.settle(key) is not None and not present:
                     # Our removal went unanswered (a timeout) and mark and note are both
@@ -208,10 +240,10 @@ class NodeActuator:
             self._unanswered.settle(key)
             if not present:
                 # Someone removed our mark (a human uncordon): drop our stale note only.
-                self._write(current, {}, {ops.annotation: None})
+                self._write(current, {}, _cleared(ops, provenance))
                 return ActionResult(Outcome.ALREADY_UNDONE, target, {"annotation": "cleared"})
             try:
-                written = self._write(current, ops.removed(current), {ops.annotation: None})
+                written = self._write(current, ops.removed(current), _cleared(ops, provenance))
             except Exception as exc:
                 if status_of(exc) in {None, 504}:
                     self._unanswered.remember(key, current)  # no answer: it may have landed

@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from pacekeeper.controller.core.ids import JobKey, NodeName
-from pacekeeper.controller.core.policy import ActionKind, Mode
+from pacekeeper.controller.core.policy import ActionKind, Mode, TaintEffect
 
 
 class Verdict(StrEnum):
@@ -85,6 +85,16 @@ class Decision:
             return NodeName(self.subject[5:])
         n = self.evidence.get("node")
         return NodeName(n) if isinstance(n, str) else None
+
+    @property
+    def taint_effect(self) -> TaintEffect:
+        """For a taintNode act: the effect its policy chose (``evidence.taintEffect``);
+        NoSchedule for a decision recorded before effects could be chosen."""
+        value = self.evidence.get("taintEffect")
+        try:
+            return TaintEffect(value) if isinstance(value, str) else TaintEffect.NO_SCHEDULE
+        except ValueError:
+            return TaintEffect.NO_SCHEDULE
 
     @property
     def action_key(self) -> str | None:

@@ -297,6 +297,9 @@ def _take(
             ev["rayNodeIds"] = d.placement(node)[1]
         case _:
             assert_never(step)
+    if step is ActionKind.TAINT_NODE:
+        # The actuator writes what the decision says: the effect travels in the record.
+        ev["taintEffect"] = ctx.policy.ladder.taint_node.effect.value
     simulated = not ctx.enforce
     ladders = dict(ctx.state.ladders)
     ladders[node] = lad.advanced(step, run.now, simulated=simulated, gpus=gpus)

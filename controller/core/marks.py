@@ -17,18 +17,27 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pacekeeper.controller.core.observations import MarkKind
+from pacekeeper.controller.core.policy_types import TaintEffect
 
 DOMAIN = "pacekeeper.dev"
 DEFAULT_OWNER = "pacekeeper"
 """Default `owner` in provenance; two installations in one cluster must differ."""
 
 TAINT_KEY = f"{DOMAIN}/straggler"
-TAINT_EFFECT = "NoSchedule"
-"""NoSchedule, never NoExecute: a taint keeps new pods off a slow node; evicting
-running ones is a separate, budgeted action (drain)."""
+"""Ours alone: other systems that taint nodes (NVSentinel, the node lifecycle controller,
+cloud autoscalers, people) use their own keys, so a taint is ours only with this key, the
+effect we recorded and our provenance (docs/integrations.md)."""
+TAINT_EFFECT = TaintEffect.NO_SCHEDULE.value
+"""The default effect: a taint keeps new pods off a slow node; evicting running ones is a
+separate, budgeted action (drain). A policy may choose another (``ladder.taintNode.effect``;
+NoExecute only when acknowledged as unsafe)."""
 
 TAINT_ANNOTATION = f"{DOMAIN}/taint"
 """Node annotation: provenance of our taint."""
+TAINT_EFFECT_ANNOTATION = f"{DOMAIN}/taint-effect"
+"""Node annotation: the effect of the taint we wrote, so that undo removes exactly that
+taint (key and effect) even after the policy changed its effect. Absent (written before
+effects could be chosen): NoSchedule."""
 CORDON_ANNOTATION = f"{DOMAIN}/cordon"
 """Node annotation: provenance of our cordon (`spec.unschedulable`)."""
 
@@ -101,12 +110,23 @@ def owns(obj: Mapping[str, Any], mark: MarkKind, owner: str) -> bool:
     return provenance is not None and provenance.owner == owner
 
 
-def our_taint(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The taint with our key on `node`, whoever put it there."""
+def our_taint(node: Mapping[str, Any], effect: str | None = None) -> Mapping[str, Any] | None:
+    """The taint with our key (and ``effect``, when given) on `node`, whoever put it there."""
     for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("key") == TAINT_KEY:
+        if taint.get("key") == TAINT_KEY and effect in (None, taint.get("effect")):
             return dict(taint)
     return None
+
+
+def recorded_taint_effect(node: Mapping[str, Any]) -> str:
+    """The effect we recorded writing our taint on `node` (NoSchedule when none was)."""
+    return _annotations(node).get(TAINT_EFFECT_ANNOTATION) or TAINT_EFFECT
+
+
+def is_our_taint(taint: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """Whether `taint` is the one we wrote on `node`: our key and the effect we recorded.
+    Ownership (our provenance) is checked apart."""
+    return taint.get("key") == TAINT_KEY and taint.get("effect") == recorded_taint_effect(node)
 
 
 def is_cordoned(node: Mapping[str, Any]) -> bool:
@@ -116,7 +136,9 @@ def is_cordoned(node: Mapping[str, Any]) -> bool:
 def our_marks(node: Mapping[str, Any], owner: str = DEFAULT_OWNER) -> frozenset[MarkKind]:
     """Marks present on `node` that carry `owner`'s provenance (for `NodeView.our_marks`)."""
     marks: set[MarkKind] = set()
-    if our_taint(node) is not None and owns(node, MarkKind.TAINT, owner):
+    if our_taint(node, recorded_taint_effect(node)) is not None and owns(
+        node, MarkKind.TAINT, owner
+    ):
         marks.add(MarkKind.TAINT)
     if is_cordoned(node) and owns(node, MarkKind.CORDON, owner):
         marks.add(MarkKind.CORDON)

@@ -178,7 +178,7 @@ class Acting:
         match d.action:
             case ActionKind.TAINT_NODE:
                 assert node is not None
-                r = nodes.untaint(node, prov) if undo else nodes.taint(node, prov)
+                r = nodes.untaint(node, prov) if undo else nodes.taint(node, prov, d.taint_effect)
                 return [f"{d.action.value} {r.target} {r.outcome.value}"]
             case ActionKind.CORDON_NODE:
                 assert node is not None

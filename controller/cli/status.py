@@ -124,9 +124,10 @@ def kubernetes_rows(view: KubernetesView, now: datetime) -> list[JobStatus]:
                 key, wire, state, records, cluster or _empty_cluster(), now,
                 policy=_policy_name(view.policy, policy_name),
                 thresholds=_thresholds(view.policy, policy_name),
-                policy_chosen_by=_chosen_by(records, "policy", opt_in.policy_name),
+                policy_chosen_by=_chosen_by(state, records, "policy", opt_in.policy_name),
                 mode_chosen_by=_chosen_by(
-                    records, "mode", opt_in.mode_override.value if opt_in.mode_override else None
+                    state, records, "mode",
+                    opt_in.mode_override.value if opt_in.mode_override else None,
                 ),
                 controller_found=store is not None,
             )
@@ -153,17 +154,26 @@ def _thresholds(found: PolicyFound, name: str | None) -> ShownThresholds:
 OVERRIDE_ANNOTATIONS = {"policy": "pacekeeper.dev/policy", "mode": "pacekeeper.dev/mode"}
 
 
-def _chosen_by(records: Sequence[Mapping[str, Any]], what: str, value: str | None) -> str | None:
-    """``pacekeeper.dev/policy=gpu`` when the job's pod-template annotation chose its
-    policy (``what``) or its mode: read from the pods, as the controller reads it, and
-    not claimed when the controller's newest decision used something else (a policy the
-    document lacks, a mode the annotation could not raise to)."""
-    if value is None:
-        return None
+def _chosen_by(
+    state: Any, records: Sequence[Mapping[str, Any]], what: str, annotated: str | None
+) -> str | None:
+    """``annotation pacekeeper.dev/policy=gpu`` when the job's pod-template annotation
+    chose its policy (``what``) or holds its mode. The controller's word first: its job
+    state (``policy_source``/``mode_source``) or its newest decision's evidence
+    (``policySource``/``modeSource``). Only for a job the controller keeps no state of
+    are the pods' annotations read here, and then not claimed when its newest decision
+    used something else."""
     last = records[-1] if records else {}
-    if last.get(what) not in (None, "", value):
+    value = last.get(what) or None
+    if state is not None:
+        source = getattr(state, f"{what}_source", None)
+        source = source or (last.get("evidence") or {}).get(f"{what}Source")
+        if not source:
+            return None
+        return f"{source}={value}" if value else str(source)
+    if annotated is None or value not in (None, annotated):
         return None
-    return f"{OVERRIDE_ANNOTATIONS[what]}={value}"
+    return f"annotation {OVERRIDE_ANNOTATIONS[what]}={annotated}"
 
 
 class _PodsByNamespace:

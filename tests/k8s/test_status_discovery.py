@@ -125,8 +125,8 @@ def test_status_shows_the_thresholds_of_the_jobs_policy_and_the_annotations_that
     assert row["policy"] == "gpu"
     assert (row["thresholds"]["act"], row["thresholds"]["recover"]) == (0.75, 0.9)
     assert row["thresholds"]["source"] == f"policy gpu (ConfigMap {INSTALLED_NS}/{POLICY_MAP})"
-    assert row["policy_chosen_by"] == "pacekeeper.dev/policy=gpu"
-    assert row["mode_chosen_by"] == "pacekeeper.dev/mode=observe"
+    assert row["policy_chosen_by"] == "annotation pacekeeper.dev/policy=gpu"
+    assert row["mode_chosen_by"] == "annotation pacekeeper.dev/mode=observe"
     assert row["mode"] == "observe"
     assert isinstance(row["report_age_s"], float)  # the test clock runs ahead of now
 
@@ -145,17 +145,19 @@ def test_status_watch_legend_names_the_policy_whose_thresholds_colour_the_heatma
     assert result.exit_code == 0, result.output
     assert "▓ below 0.9  █ below 0.75" in result.output
     assert f"thresholds of policy gpu (ConfigMap {INSTALLED_NS}/{POLICY_MAP})" in result.output
-    assert "by pacekeeper.dev/policy=gpu" in result.output
-    assert "by pacekeeper.dev/mode=observe" in result.output
+    assert "by annotation pacekeeper.dev/policy=gpu" in result.output
+    assert "by annotation pacekeeper.dev/mode=observe" in result.output
 
 
 def test_status_without_any_controller_says_so_instead_of_no_decision_yet(
     k8s_server: RunningServer, k8s_api_client: Any, kc: Path
 ) -> None:
-    setup_world(k8s_server)
+    setup_world(k8s_server, mode_annotation="observe")
     sink(k8s_api_client).send(report(0, Clock()(), {5: 0.5}))
     (row,) = _json(["status", "kubernetes", "--kubeconfig", str(kc)])
     assert row["controller_found"] is False and row["verdict"] is None
+    # No controller's word on it: the pods' own annotation says what holds the mode.
+    assert row["mode_chosen_by"] == "annotation pacekeeper.dev/mode=observe"
     defaults = Thresholds()
     assert (row["thresholds"]["act"], row["thresholds"]["recover"]) == (
         defaults.act,
@@ -228,4 +230,4 @@ def test_piped_table_keeps_each_cell_on_one_line_for_grep(
     args = ["status", "kubernetes", "--kubeconfig", str(kc)]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
-    assert "by pacekeeper.dev/mode=observe" in result.output, result.output
+    assert "by annotation pacekeeper.dev/mode=observe" in result.output, result.output

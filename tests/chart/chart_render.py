@@ -48,8 +48,29 @@ def chart() -> helm.Chart:
     return helm.Chart.load(CHART_DIR)
 
 
+PUSHED_IMAGE: dict[str, Any] = {
+    "controller": {"image": {"repository": "registry.invalid/ml-platform/pacekeeper-controller"}}
+}
+"""Merged under every rendering's values unless `pushed_image=False`: the chart refuses its
+unpushed local default image, so the renders here stand for a user who pushed it."""
+
+
+def _with_pushed_image(values: dict[str, Any] | None) -> dict[str, Any]:
+    def merged(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
+        out = dict(low)
+        for key, value in high.items():
+            both = isinstance(value, dict) and isinstance(out.get(key), dict)
+            out[key] = merged(out[key], value) if both else value
+        return out
+
+    return merged(PUSHED_IMAGE, values or {})
+
+
 def render_files(
-    values: dict[str, Any] | None = None, *, kube_version: str = KUBE_VERSION
+    values: dict[str, Any] | None = None,
+    *,
+    kube_version: str = KUBE_VERSION,
+    pushed_image: bool = True,
 ) -> dict[str, str]:
     """Template path -> rendered text, as `helm template --kube-version` would produce.
 
@@ -65,6 +86,8 @@ def render_files(
         "is_install": True,
         "kube_version": f"v{kube_version}",
     }
+    if pushed_image:
+        values = _with_pushed_image(values)
     rendered = _native.call_string(
         "helm_render",
         chart()._raw(),
@@ -91,8 +114,12 @@ def notes(values: dict[str, Any] | None = None) -> str:
     return next(t for p, t in render_files(values).items() if p.endswith("NOTES.txt"))
 
 
-def install_dry_run(values: dict[str, Any] | None = None) -> dict[str, Any]:
+def install_dry_run(
+    values: dict[str, Any] | None = None, *, pushed_image: bool = True
+) -> dict[str, Any]:
     """`helm install --dry-run=client`: the same values checks a real install runs."""
+    if pushed_image:
+        values = _with_pushed_image(values)
     config = helm.Config(
         storage_driver="memory", namespace=NAMESPACE, kubeconfig_content=_UNREACHABLE_KUBECONFIG
     )

@@ -7,7 +7,20 @@ from typing import Any
 import helm_python as helm
 import pytest
 from chart_cases import FEATURES, GPU_POLICY
-from chart_render import NAMESPACE, RELEASE, notes, one, pod_specs, render
+from chart_render import (
+    NAMESPACE,
+    PUSHED_IMAGE,
+    RELEASE,
+    chart,
+    install_dry_run,
+    notes,
+    one,
+    pod_specs,
+    render,
+    render_files,
+)
+
+LOCAL_IMAGE = "localhost/pacekeeper-controller"
 
 RESTRICTED_CONTAINER = {
     "allowPrivilegeEscalation": False,
@@ -137,11 +150,35 @@ def test_scheduling_values_reach_the_pod() -> None:
     assert pod["metadata"]["labels"]["cost-center"] == "ml"
 
 
-def test_image_defaults_to_what_make_image_builds_tagged_with_the_app_version() -> None:
+def test_a_pushed_image_is_tagged_with_the_app_version_unless_a_tag_is_given() -> None:
     container = controller_pod()["spec"]["containers"][0]
-    assert container["image"] == "localhost/pacekeeper-controller:0.1.0"  # tests/image/build.sh
+    repository = PUSHED_IMAGE["controller"]["image"]["repository"]
+    assert container["image"] == f"{repository}:0.1.0"
     tagged = controller_pod({"controller": {"image": {"tag": "v9"}}})["spec"]["containers"][0]
-    assert tagged["image"].endswith(":v9")
+    assert tagged["image"] == f"{repository}:v9"
+
+
+def test_the_unpushed_default_image_is_refused_naming_the_value_to_set() -> None:
+    """The default is what `make image` leaves on the build machine (tests/image/build.sh);
+    installed as it is, the pre-install policy check would wait 300 s on a pull that cannot
+    succeed and fail without saying why."""
+    assert chart().values["controller"]["image"]["repository"] == LOCAL_IMAGE
+    for attempt in (
+        lambda: render_files(pushed_image=False),
+        lambda: install_dry_run(pushed_image=False),
+        lambda: render_files({"webhook": {"enabled": True}, "policyValidation": {"enabled": False}},
+                             pushed_image=False),
+    ):  # fmt: skip
+        with pytest.raises(helm.HelmError, match=r"controller\.image\.repository is localhost/"):
+            attempt()
+
+
+def test_the_local_image_is_accepted_when_it_is_on_the_nodes_already() -> None:
+    """kind load / podman on the node: pullPolicy Never says the image is there."""
+    values = {"controller": {"image": {"repository": LOCAL_IMAGE, "pullPolicy": "Never"}}}
+    container = controller_pod(values)["spec"]["containers"][0]
+    assert container["image"] == f"{LOCAL_IMAGE}:0.1.0"  # what `make image` tags
+    assert container["imagePullPolicy"] == "Never"
 
 
 def test_a_digest_pins_the_image_and_the_tag_is_ignored() -> None:

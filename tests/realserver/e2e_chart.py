@@ -66,6 +66,9 @@ def chart_values(
         raise ValueError(f"not chart actions: {sorted(unknown)}")
     return {
         "mode": mode,
+        # The chart refuses its unpushed local default image; none runs here (the tier
+        # starts the rendered command itself), so any pushed-looking name will do.
+        "controller": {"image": {"repository": "registry.invalid/pacekeeper-controller"}},
         # The scenarios read the operator's /metrics on loopback, as a sidecar would; the
         # chart's default (kubernetes) has its own test: test_metrics_auth_e2e.py.
         "metrics": {"access": "localhost"},

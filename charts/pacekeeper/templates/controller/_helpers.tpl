@@ -10,9 +10,15 @@ app.kubernetes.io/component: controller
 app.kubernetes.io/component: controller
 {{- end -}}
 
-{{/* repository@digest when a digest is set (it pins what runs), else repository:tag. */}}
+{{/* repository@digest when a digest is set (it pins what runs), else repository:tag.
+The default repository names what `make image` leaves on the build machine; installed as
+it is, every pod (the pre-install policy check first) would wait on a pull that cannot
+succeed, so the chart refuses it unless pullPolicy Never says it is already on the nodes. */}}
 {{- define "pacekeeper.controller.image" -}}
 {{- $image := .Values.controller.image -}}
+{{- if and (eq $image.repository "localhost/pacekeeper-controller") (ne $image.pullPolicy "Never") -}}
+{{- fail "controller.image.repository is localhost/pacekeeper-controller, the image `make image` builds on this machine, which no node can pull: push it to your registry and set controller.image.repository (and controller.image.tag or controller.image.digest) as docs/install.md's Install shows. An image you loaded onto every node yourself (kind load) needs controller.image.pullPolicy=Never." -}}
+{{- end -}}
 {{- if $image.digest -}}
 {{- printf "%s@%s" $image.repository $image.digest -}}
 {{- else -}}

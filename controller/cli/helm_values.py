@@ -67,27 +67,10 @@ def check_helm_values(path: Path, chart_dir: Path | None) -> HelmValuesCheck:
     else:
         defaults = yaml.safe_load((chart_dir / "values.yaml").read_text(encoding="utf-8"))
     values = merge_values(defaults, user)
-    schema_errors: list[SchemaError] = []
     if chart_dir is not None:
-        schema_errors = _schema_errors(values, chart_dir / "values.schema.json", path, check)
-    policy_errors_before = len(check.errors)
+        check.errors += _schema_errors(values, chart_dir / "values.schema.json", path, check)
     check.document = _policy_document(values, path, check)
-    # Inside ``policy`` the controller's models judge the same rules as the schema, in
-    # their own words; the schema's are kept only where the models found nothing.
-    models_refused = len(check.errors) > policy_errors_before
-    check.errors[policy_errors_before:policy_errors_before] = [
-        e.text for e in schema_errors if not (e.in_policy_schema and models_refused)
-    ]
     return check
-
-
-@dataclass(frozen=True)
-class SchemaError:
-    """One values.schema.json failure, told in words."""
-
-    text: str
-    in_policy_schema: bool
-    """Raised by the policy's own schema (which the models restate), not a chart rule."""
 
 
 def merge_values(defaults: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +111,7 @@ def _policy_document(
 
 def _schema_errors(
     values: dict[str, Any], schema_path: Path, path: Path, check: HelmValuesCheck
-) -> list[SchemaError]:
+) -> list[str]:
     try:
         import jsonschema
     except ImportError:  # a dev dependency; the image has the models only
@@ -138,15 +121,14 @@ def _schema_errors(
 
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(schema)
-    out: dict[str, SchemaError] = {}
+    out = []
     for error in sorted(_leaves(validator.iter_errors(values)), key=lambda e: e.json_path):
         where = "/" + "/".join(str(p) for p in error.absolute_path)
-        schema_where = list(error.absolute_schema_path)
-        why = rule_description(schema, schema_where)
-        text = f"{path}: values.schema.json: at {where}: {why or error.message}"
-        inside = schema_where[:2] == ["properties", "policy"]
-        out.setdefault(text, SchemaError(text, inside))
-    return list(out.values())
+        # A broken cross-field rule says only "True was expected": its description says
+        # the rule and why.
+        why = rule_description(schema, list(error.absolute_schema_path))
+        out.append(f"{path}: values.schema.json: at {where}: {why or error.message}")
+    return list(dict.fromkeys(out))
 
 
 def rule_description(schema: dict[str, Any], schema_path: list[Any]) -> str | None:

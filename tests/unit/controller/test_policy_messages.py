@@ -307,11 +307,17 @@ def test_helm_values_cross_field_rules_say_why(
 
 
 @needs_chart
-def test_helm_values_policy_rules_are_told_once_in_the_models_words(tmp_path: Path) -> None:
+def test_helm_values_policy_rules_say_why_in_the_schema_line_and_the_models_line(
+    tmp_path: Path,
+) -> None:
     ladder = {"notify": {"enabled": False}, "restartRank": {"enabled": True}}
     errors = _helm_errors(tmp_path, {"policy": {"policies": {"default": {"ladder": ladder}}}})
+    why = (
+        "ladder.restartRank.enabled=true needs its prerequisite ladder.notify.enabled=true: "
+        "every disruptive step is announced first (Event, condition), so that people see why "
+        "before their job is touched"
+    )
     assert errors == [
-        "policy: policy 'default': ladder.restartRank.enabled=true needs its prerequisite "
-        "ladder.notify.enabled=true: every disruptive step is announced first (Event, "
-        "condition), so that people see why before their job is touched"
+        f"values.schema.json: at /policy/policies/default/ladder/notify/enabled: {why}",
+        f"policy: policy 'default': {why}",
     ]

@@ -85,6 +85,7 @@ class _Container:
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     exit_code: int | None = None
+    restart_at: float | None = None
     started_at: str = ""
     finished_at: str = ""
 
@@ -202,6 +203,9 @@ class ProcessKubelet:
                     continue
                 if namespace in self.run_namespaces:
                     self._run(pod)
+                elif pod["metadata"].get("deletionTimestamp"):
+                    # Nothing of a held pod runs here: its deletion is confirmed at once.
+                    self._confirm_deleted(pod)
                 elif uid not in self._held:
                     self._hold(pod)
         for uid, pod in list(self._pods.items()):
@@ -238,6 +242,13 @@ class ProcessKubelet:
         })  # fmt: skip
         self._held.add(metadata["uid"])
 
+    def _confirm_deleted(self, pod: Mapping[str, Any]) -> None:
+        metadata = pod["metadata"]
+        with contextlib.suppress(Exception):  # gone already
+            self._core().delete_namespaced_pod(
+                metadata["name"], metadata["namespace"], grace_period_seconds=0
+            )
+
     def _patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         with contextlib.suppress(Exception):  # a pod deleted meanwhile: nothing to report
             self._core().patch_namespaced_pod_status(name, namespace, {"status": dict(status)})
@@ -259,23 +270,23 @@ class ProcessKubelet:
                 self._terminate(container)
         for container in state.containers:
             process = container.process
-            if process is None or process.poll() is None:
-                continue
-            container.exit_code = process.returncode
-            container.finished_at = _now()
-            container.process = None
-            if not state.deleting and self._restarts(state, container.exit_code):
-                time.sleep(_RESTART_DELAY_S)
+            if process is not None and process.poll() is not None:
+                container.exit_code = process.returncode
+                container.finished_at = _now()
+                container.process = None
+                if not state.deleting and self._restarts(state, container.exit_code):
+                    # CrashLoopBackOff: 1 s, 2 s, 4 s ... at most a minute.
+                    delay = min(_RESTART_DELAY_S * 2**container.restarts, 60.0)
+                    container.restart_at = time.monotonic() + delay
+            if container.restart_at is not None and time.monotonic() >= container.restart_at:
+                container.restart_at = None
                 container.restarts += 1
                 self._launch(pod, state, container)
-        running = any(c.process is not None for c in state.containers)
+        running = any(c.process is not None or c.restart_at is not None for c in state.containers)
         if running:
             return
         if state.deleting:
-            with contextlib.suppress(Exception):
-                self._core().delete_namespaced_pod(
-                    state.name, state.namespace, grace_period_seconds=0
-                )
+            self._confirm_deleted(pod)
             state.done = True
             return
         self._report_finished(pod, state)
@@ -342,13 +353,19 @@ class ProcessKubelet:
         if not command:
             raise ValueError(f"container {spec['name']}: the stand-in needs a command (no images)")
         mounts = []
-        for mount in spec.get("volumeMounts") or []:
+        # A volume mounted over a folder that holds the volumes' sources (an emptyDir at
+        # /tmp) goes last, or it would hide the sources of the mounts after it.
+        home = self.directory.resolve()
+        ordered = sorted(
+            spec.get("volumeMounts") or [],
+            key=lambda m: home.is_relative_to(Path(m["mountPath"]).resolve()),
+        )
+        for mount in ordered:
             target = mount["mountPath"]
             # The mount point must exist to bind over it; a runtime makes it in the image.
             Path(target).mkdir(parents=True, exist_ok=True)
-            mounts.append(
-                f"mount --bind {shlex.quote(str(volumes[mount['name']]))} {shlex.quote(target)}"
-            )
+            source = shlex.quote(str(volumes[mount["name"]]))
+            mounts.append(f"mount --bind {source} {shlex.quote(target)}")
         script = " && ".join([*mounts, 'exec "$@"'])
         return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "pod", *command]
 

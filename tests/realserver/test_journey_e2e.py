@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -185,6 +186,7 @@ def test_install_opt_in_observe_enforce_and_uninstall_as_the_docs_say(
     assert "taint" in described.lower(), described
     status = user.run(["pacekeeper", "status", "kubernetes", "-n", TEAM])
     assert JOB in status, status
+    _hold_for_a_look(user)
 
     # 7. helm uninstall (upgrade.md): the CRD, the reports and our mark stay.
     (uninstall, *_) = blocks(DOCS / "upgrade.md", "Uninstall", "bash")
@@ -211,6 +213,23 @@ def _values(tmp_path: Path, name: str, thresholds: dict[str, float]) -> str:
     body = {"policy": {"policies": {"default": {"thresholds": thresholds}}}}
     (tmp_path / "user" / name).write_text(json.dumps(body))
     return name
+
+
+def _hold_for_a_look(user: Tools) -> None:
+    """With PACEKEEPER_JOURNEY_LOOK=DIR: the transcript so far and the kubeconfig go to DIR
+    and the journey waits while DIR/hold exists, so a person can look at the cluster
+    (docs/status.md's capture was taken so)."""
+    look = os.environ.get("PACEKEEPER_JOURNEY_LOOK")
+    if not look:
+        return
+    directory = Path(look)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "transcript.txt").write_text("\n".join(user.transcript) + "\n")
+    (directory / "kubeconfig").write_text(user.kubeconfig.read_text())
+    (directory / "hold").touch()
+    deadline = time.monotonic() + 600
+    while (directory / "hold").exists() and time.monotonic() < deadline:
+        time.sleep(1)
 
 
 # --- reading the world -------------------------------------------------------------------

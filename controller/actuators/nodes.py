@@ -9,6 +9,14 @@ place and changes nothing, and a mark without our provenance is never taken over
 removed. Our taint is the one with our key and the effect we recorded beside it: a taint
 of another system (NVSentinel's, a person's) on the same node is never touched, and undo
 removes exactly the key and effect we wrote.
+
+Ownership is current, not historic (docs/actuators.md): the runtime passes the time the
+controller's record of the mark holds (``marked_at``), and a mark is ours to keep or undo
+only while our note on the node carries that time (and, for a taint, the value we wrote).
+A note of ours that no record holds was left by a mark a human took over (an uncordon,
+then a maintenance cordon): the mark beside it is the human's, never claimed
+(``AlreadyApplied``) nor removed, and the stale note is cleared. ``forget`` clears the
+note of a mark the core saw a human take.
 """
 
 from __future__ import annotations
@@ -16,10 +24,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pacekeeper.controller.actuators.api import Body, KubeApi
-from pacekeeper.controller.actuators.errors import NODE_NOT_FOUND, GiveUp
+from pacekeeper.controller.actuators.errors import NODE_NOT_FOUND, GiveUp, RetryLater
 from pacekeeper.controller.actuators.events import (
     EventAction,
     EventRecorder,
@@ -35,11 +44,12 @@ from pacekeeper.controller.core.marks import (
     TAINT_EFFECT_ANNOTATION,
     TAINT_KEY,
     Provenance,
+    current_taint,
     is_cordoned,
     is_our_taint,
+    is_record_of,
     our_taint,
     provenance_of,
-    recorded_taint_effect,
 )
 from pacekeeper.controller.core.observations import MarkKind
 from pacekeeper.controller.core.policy_types import TaintEffect
@@ -65,6 +75,8 @@ class _MarkOps:
     present: Callable[[Body], bool]
     """For marking: is any mark of this kind there (ours or not)? For undo, ``ours_present``."""
     ours_present: Callable[[Body], bool]
+    """Is the mark our note describes there as we wrote it (a human's edit makes it theirs;
+    ownership is checked apart)?"""
     added: Callable[[Body, Provenance], Body]
     removed: Callable[[Body], Body]
     notes: Callable[[Provenance], dict[str, Any]]
@@ -87,7 +99,7 @@ def _taint_ops(effect: TaintEffect) -> _MarkOps:
         kind=MarkKind.TAINT,
         annotation=TAINT_ANNOTATION,
         present=lambda node: our_taint(node) is not None,
-        ours_present=lambda node: our_taint(node, recorded_taint_effect(node)) is not None,
+        ours_present=lambda node: current_taint(node) is not None,
         added=lambda node, provenance: {
             "taints": [
                 *_taints(node),
@@ -147,23 +159,71 @@ class NodeActuator:
         node: str,
         provenance: Provenance,
         effect: TaintEffect = TaintEffect.NO_SCHEDULE,
+        *,
+        marked_at: datetime | None = None,
     ) -> ActionResult:
         """Add our taint (value: the reason; ``effect``: the policy's) with its provenance
-        and the effect it was written with."""
-        return self._mark(node, provenance, _taint_ops(effect))
+        and the effect it was written with. ``marked_at``: the time of the controller's
+        record of the mark (a taint already there counts as ours only with that time)."""
+        return self._mark(node, provenance, _taint_ops(effect), marked_at)
 
-    def untaint(self, node: str, provenance: Provenance) -> ActionResult:
+    def untaint(
+        self, node: str, provenance: Provenance, *, marked_at: datetime | None = None
+    ) -> ActionResult:
         """Remove our taint (our key, the effect we recorded), only if its provenance is
-        ours; a missing node is done."""
-        return self._unmark(node, provenance, _UNTAINT)
+        ours (and of the record ``marked_at`` names); a missing node is done."""
+        return self._unmark(node, provenance, _UNTAINT, marked_at)
 
-    def cordon(self, node: str, provenance: Provenance) -> ActionResult:
+    def cordon(
+        self, node: str, provenance: Provenance, *, marked_at: datetime | None = None
+    ) -> ActionResult:
         """Cordon with provenance; a node already cordoned by anyone else stays theirs."""
-        return self._mark(node, provenance, _CORDON)
+        return self._mark(node, provenance, _CORDON, marked_at)
 
-    def uncordon(self, node: str, provenance: Provenance) -> ActionResult:
-        """Uncordon only our own cordon; a human's cordon or uncordon is respected."""
-        return self._unmark(node, provenance, _CORDON)
+    def uncordon(
+        self, node: str, provenance: Provenance, *, marked_at: datetime | None = None
+    ) -> ActionResult:
+        """Uncordon only our own cordon; a human's cordon or uncordon is respected.
+
+        ``marked_at`` None (a caller with no record: tools, older tests) checks the owner
+        only; the runtime always passes its record's time."""
+        return self._unmark(node, provenance, _CORDON, marked_at)
+
+    def forget(
+        self, node: str, kind: MarkKind, provenance: Provenance, *, marked_at: datetime
+    ) -> ActionResult:
+        """Clear our note of a mark a human took (the core saw the mark gone): the node's
+        spec is never touched, so a mark the human put back since stays theirs, and no
+        later episode reads it as ours. Without permission to patch nodes (the chart
+        grants it only with a node action enabled) the note stays and a log line says so."""
+        ops = _CORDON if kind is MarkKind.CORDON else _UNTAINT
+        target = f"node/{node}"
+
+        def step() -> ActionResult:
+            current = self._read(node, missing_ok=True)
+            if current is None or not is_record_of(
+                provenance_of(current, kind), provenance.owner, marked_at
+            ):
+                return ActionResult(Outcome.ALREADY_UNDONE, target)
+            self._write(current, {}, _cleared(ops, provenance))
+            return ActionResult(Outcome.ALREADY_UNDONE, target, {"annotation": "cleared"})
+
+        try:
+            return self._run(f"forget {kind.value}", step)
+        except (GiveUp, RetryLater) as exc:
+            # The note is harmless to humans now (the core no longer holds the mark, and
+            # the actuators claim and undo only what a record holds): leave it, say why.
+            logger.warning(
+                "stale mark note left on node",
+                extra={
+                    "node": node,
+                    "mark": kind.value,
+                    "cause": "no permission to patch nodes (node actions disabled)"
+                    if getattr(exc, "http_status", None) == 403
+                    else str(exc.reason),
+                },
+            )
+            return ActionResult(Outcome.NOT_OURS, target, {"annotation": "left"})
 
     # ---- shared steps -------------------------------------------------------------
 
@@ -200,16 +260,29 @@ class NodeActuator:
         )
         return result
 
-    def _mark(self, node: str, provenance: Provenance, ops: _MarkOps) -> ActionResult:
+    def _mark(
+        self, node: str, provenance: Provenance, ops: _MarkOps, marked_at: datetime | None
+    ) -> ActionResult:
         target = f"node/{node}"
 
         def step() -> ActionResult:
             current = self._read(node, missing_ok=False)
             assert current is not None
             if ops.present(current):
-                if _owner_of(current, ops.kind) != provenance.owner:
+                found = provenance_of(current, ops.kind)
+                if found is None or found.owner != provenance.owner:
                     return ActionResult(Outcome.NOT_OURS, target, {"mark": str(ops.kind)})
-                if provenance_of(current, ops.kind) == provenance:
+                if marked_at is not None and not (
+                    is_record_of(found, provenance.owner, marked_at) and ops.ours_present(current)
+                ):
+                    # Our note, but not of the mark our record holds: it outlived a mark a
+                    # human took (uncordon, then a maintenance cordon). The mark is the
+                    # human's: never claimed; the stale note goes.
+                    self._write(current, {}, _cleared(ops, provenance))
+                    return ActionResult(
+                        Outcome.NOT_OURS, target, {"mark": str(ops.kind), "annotation": "cleared"}
+                    )
+                if found == provenance:
                     # This very action wrote the mark and may have lost its answer (a
                     # timeout) before the Event; the Event's name is deterministic.
                     self._announce(current, provenance, ops.do, ops.done_message)
@@ -220,7 +293,9 @@ class NodeActuator:
 
         return self._run(str(ops.do), step)
 
-    def _unmark(self, node: str, provenance: Provenance, ops: _MarkOps) -> ActionResult:
+    def _unmark(
+        self, node: str, provenance: Provenance, ops: _MarkOps, marked_at: datetime | None
+    ) -> ActionResult:
         target = f"node/{node}"
         key = (node, ops.kind, provenance)
 
@@ -230,7 +305,8 @@ class NodeActuator:
                 self._unanswered.settle(key)
                 return ActionResult(Outcome.ALREADY_UNDONE, target, {"node": "gone"})
             present = ops.ours_present(current)
-            if _owner_of(current, ops.kind) != provenance.owner:
+            found = provenance_of(current, ops.kind)
+            if found is None or found.owner != provenance.owner:
                 if self._unanswered.settle(key) is not None and not present:
                     # Our removal went unanswered (a timeout) and mark and note are both
                     # gone: that removal landed.
@@ -238,8 +314,15 @@ class NodeActuator:
                     return ActionResult(Outcome.UNDONE, target, {"confirmed": "by re-read"})
                 return ActionResult(Outcome.NOT_OURS if present else Outcome.ALREADY_UNDONE, target)
             self._unanswered.settle(key)
+            if marked_at is not None and not is_record_of(found, provenance.owner, marked_at):
+                # A note of ours that the record being released does not hold: left from a
+                # mark a human took. Whatever mark is there is theirs; the note goes.
+                self._write(current, {}, _cleared(ops, provenance))
+                outcome = Outcome.NOT_OURS if ops.present(current) else Outcome.ALREADY_UNDONE
+                return ActionResult(outcome, target, {"annotation": "cleared"})
             if not present:
-                # Someone removed our mark (a human uncordon): drop our stale note only.
+                # Someone removed or changed our mark (a human uncordon, an edited taint):
+                # it is theirs; drop our stale note only.
                 self._write(current, {}, _cleared(ops, provenance))
                 return ActionResult(Outcome.ALREADY_UNDONE, target, {"annotation": "cleared"})
             try:

@@ -314,7 +314,8 @@ def _take(
         ctx.state = replace(ctx.state, regrouped_at=run.now)
         run.rechecks.append(run.now + timedelta(seconds=ctx.policy.warmup.after_action_s))
     if step in MARK_OF_ACTION:
-        mark_records.place(run, ctx, node, MARK_OF_ACTION[step], key, simulated=simulated)
+        rec = mark_records.place(run, ctx, node, MARK_OF_ACTION[step], key, simulated=simulated)
+        ev["markedAt"] = rec.applied_at.isoformat()  # what the actuator claims as ours
     if ctx.enforce:
         run.record(ctx, job, node_subject(node), Verdict.ACT, step, Reason.BELOW_THRESHOLD, ev)
     else:

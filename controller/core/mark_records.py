@@ -68,7 +68,11 @@ def reconcile(run: Run) -> None:
                         Verdict.HOLD,
                         ACTION_OF_MARK[kind],
                         Reason.HUMAN_OVERRIDE,
-                        {"mark": kind.value, "cooldownUntil": cooldown_until.isoformat()},
+                        {
+                            "mark": kind.value,
+                            "cooldownUntil": cooldown_until.isoformat(),
+                            "markedAt": rec.applied_at.isoformat(),
+                        },
                         policy=rec.policy,
                     )
             elif not present and run.now - rec.applied_at >= CONFIRM_GRACE:
@@ -83,7 +87,12 @@ def reconcile(run: Run) -> None:
                             Verdict.ACT,
                             ACTION_OF_MARK[kind],
                             Reason.BELOW_THRESHOLD,
-                            {"node": name, "actionKey": rec.action_key, "reissue": True},
+                            {
+                                "node": name,
+                                "actionKey": rec.action_key,
+                                "reissue": True,
+                                "markedAt": run.now.isoformat(),
+                            },
                             policy=rec.policy,
                             mode=Mode.ENFORCE,
                         )
@@ -183,6 +192,12 @@ def hands_off(run: Run, node: NodeName) -> tuple[Reason, dict[str, Any]] | None:
         return Reason.OPTED_OUT, {}
     if run.view.node(node).cordoned_by_others:
         return Reason.NOT_OURS, {"cordonedBy": "other"}
+    ns = run.cluster.nodes.get(node)
+    unheld = [k.value for k, r in (ns.marks if ns else {}).items() if not r.holders]
+    if unheld:
+        # A mark with our note that no record of ours placed (adopted above): a note can
+        # outlive our mark and sit beside a human's, so it is nobody's to claim.
+        return Reason.NOT_OURS, {"markedBy": "unknown", "marks": sorted(unheld)}
     return None
 
 
@@ -196,8 +211,9 @@ def _node_opted_out(run: Run, node: NodeName) -> bool:
 
 def place(
     run: Run, ctx: JobRun, node: NodeName, kind: MarkKind, key: str, *, simulated: bool
-) -> None:
-    """Record ``kind`` on ``node`` for this job (joining the holders of one already there)."""
+) -> MarkRecord:
+    """Record ``kind`` on ``node`` for this job (joining the holders of one already there);
+    the record, whose time the mark's note on the node must carry to count as ours."""
     nodes = dict(run.cluster.nodes)
     ns = nodes.get(node) or NodeState()
     marks = dict(ns.marks)
@@ -217,6 +233,7 @@ def place(
         )
     nodes[node] = replace(ns, marks=marks)
     run.cluster = replace(run.cluster, nodes=nodes)
+    return marks[kind]
 
 
 # --- recovery and undo -----------------------------------------------------------------
@@ -314,7 +331,14 @@ def release(run: Run, ctx: JobRun, node: NodeName, reason: Reason, ev: dict[str,
             )
             continue
         del marks[kind]
-        uev = {**ev, "mark": kind.value, "actionKey": f"undo/{rec.action_key}"}
+        # The record's time travels with the undo: the actuator removes the mark only
+        # while the node's note carries it (a note left from a mark a human took does not).
+        uev = {
+            **ev,
+            "mark": kind.value,
+            "actionKey": f"undo/{rec.action_key}",
+            "markedAt": rec.applied_at.isoformat(),
+        }
         if rec.simulated:
             run.node_hold(
                 ctx, node, ACTION_OF_MARK[kind], Reason.OBSERVE_MODE, {**uev, "wouldBe": "undo"}

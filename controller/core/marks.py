@@ -5,6 +5,12 @@ carries a provenance annotation — owner, job, reason, policy and time — in t
 write as the change itself, so that the controller undoes only what it did: a taint
 with our key but without our provenance, or a cordon a human made, is never removed.
 
+Our provenance alone does not make a mark ours: the note outlives a human's uncordon
+(``kubectl cordon``/``uncordon`` leave annotations alone), so a later maintenance
+cordon would carry it too. A mark is ours only while it is *current*: our note, its
+time the one the controller's own record of the mark holds (``is_record_of``), and for a
+taint the value we wrote (``current_taint``: a human who edits it took it over).
+
 Pure: no Kubernetes client here, only the JSON shapes the API serves.
 """
 
@@ -129,6 +135,28 @@ def is_our_taint(taint: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     return taint.get("key") == TAINT_KEY and taint.get("effect") == recorded_taint_effect(node)
 
 
+def current_taint(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """Our taint as we wrote it: our key, the effect we recorded and, where the taint has
+    a value, the reason our note records (we always write one). A taint with our key that
+    a human edited (``kubectl taint ...=maintenance --overwrite``) no longer matches its
+    note: it is the human's, never ours to remove. Ownership (our provenance) is apart."""
+    taint = our_taint(node, recorded_taint_effect(node))
+    if taint is None:
+        return None
+    value = taint.get("value")
+    provenance = provenance_of(node, MarkKind.TAINT)
+    if value and provenance is not None and value != provenance.reason:
+        return None
+    return taint
+
+
+def is_record_of(provenance: Provenance | None, owner: str, marked_at: datetime) -> bool:
+    """Whether a note on a node is the one the controller's record of a mark describes:
+    ours (``owner``) and written at the record's time. Any other note of ours is left from
+    a mark that is gone (one a human took over): it makes nothing ours."""
+    return provenance is not None and provenance.owner == owner and provenance.at == marked_at
+
+
 def is_cordoned(node: Mapping[str, Any]) -> bool:
     return bool((node.get("spec") or {}).get("unschedulable"))
 
@@ -136,9 +164,7 @@ def is_cordoned(node: Mapping[str, Any]) -> bool:
 def our_marks(node: Mapping[str, Any], owner: str = DEFAULT_OWNER) -> frozenset[MarkKind]:
     """Marks present on `node` that carry `owner`'s provenance (for `NodeView.our_marks`)."""
     marks: set[MarkKind] = set()
-    if our_taint(node, recorded_taint_effect(node)) is not None and owns(
-        node, MarkKind.TAINT, owner
-    ):
+    if current_taint(node) is not None and owns(node, MarkKind.TAINT, owner):
         marks.add(MarkKind.TAINT)
     if is_cordoned(node) and owns(node, MarkKind.CORDON, owner):
         marks.add(MarkKind.CORDON)

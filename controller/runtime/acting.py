@@ -19,6 +19,7 @@ from pacekeeper.controller.actuators.events import EventAction, EventType, Objec
 from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
 from pacekeeper.controller.core.decisions import Decision, Reason, Verdict
 from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.observations import MARK_OF_ACTION
 from pacekeeper.controller.core.policy import ActionKind, Mode
 from pacekeeper.controller.core.ranks import RankUnresolved, resolve_rank
 from pacekeeper.controller.runtime.metrics import ControllerMetrics
@@ -48,6 +49,15 @@ def report_ref(obj: Mapping[str, Any]) -> ObjectRef:
         uid=meta.get("uid"),
         api_version=f"{GROUP}/{VERSION}",
     )
+
+
+def _marked_at(d: Decision) -> datetime | None:
+    """The time of the core's record of the decision's mark (None: none was given)."""
+    text = d.evidence.get("markedAt")
+    try:
+        return datetime.fromisoformat(str(text)) if text else None
+    except ValueError:
+        return None
 
 
 def job_selector(pods: Sequence[Mapping[str, Any]], name: str) -> str | None:
@@ -97,6 +107,9 @@ class Acting:
     ) -> None:
         if d.reason is Reason.AWAITING_PROBE and d.mode is Mode.ENFORCE:
             self._request_probe(d, obj)
+            return
+        if d.reason is Reason.HUMAN_OVERRIDE and d.verdict is Verdict.HOLD:
+            self._forget(d)
             return
         if d.action is None or d.verdict is Verdict.HOLD:
             return
@@ -175,14 +188,23 @@ class Acting:
         assert d.action is not None
         nodes, pod_act = self.actuators.nodes, self.actuators.pods
         undo = d.verdict is Verdict.UNDO
+        at = _marked_at(d)
         match d.action:
             case ActionKind.TAINT_NODE:
                 assert node is not None
-                r = nodes.untaint(node, prov) if undo else nodes.taint(node, prov, d.taint_effect)
+                r = (
+                    nodes.untaint(node, prov, marked_at=at)
+                    if undo
+                    else nodes.taint(node, prov, d.taint_effect, marked_at=at)
+                )
                 return [f"{d.action.value} {r.target} {r.outcome.value}"]
             case ActionKind.CORDON_NODE:
                 assert node is not None
-                r = nodes.uncordon(node, prov) if undo else nodes.cordon(node, prov)
+                r = (
+                    nodes.uncordon(node, prov, marked_at=at)
+                    if undo
+                    else nodes.cordon(node, prov, marked_at=at)
+                )
                 return [f"{d.action.value} {r.target} {r.outcome.value}"]
             case ActionKind.DRAIN_NODE:
                 if undo:
@@ -205,6 +227,21 @@ class Acting:
                 return []
             case _:
                 assert_never(d.action)
+
+    def _forget(self, d: Decision) -> None:
+        """A human took one of our marks (the core's ``HumanOverride``): clear our note of
+        it, so that no later episode reads the human's mark as ours. In every mode, as
+        undo is: it only gives up a claim."""
+        kind = MARK_OF_ACTION.get(d.action) if d.action is not None else None
+        at = _marked_at(d)
+        if kind is None or d.node is None or at is None:
+            return
+        prov = self.actuators.provenance(d.job, d.reason.value, d.policy, at)
+        r = self.actuators.nodes.forget(d.node, kind, prov, marked_at=at)
+        logger.info(
+            "mark handed to a human",
+            extra={"job": d.job, "node": d.node, "mark": kind.value, "note": r.detail},
+        )
 
     def _restart_ranks(
         self,

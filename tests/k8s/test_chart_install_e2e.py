@@ -28,6 +28,9 @@ NAMESPACE = "pacekeeper"  # operator_world's controller namespace
 
 VALUES: dict[str, Any] = {
     "mode": "enforce",
+    # The image `make image` built here, run as it is (nothing is pulled): the chart takes
+    # the local name only with pullPolicy Never (docs/install.md).
+    "controller": {"image": {"pullPolicy": "Never"}},
     # Scraped over plain loopback here (the default, "kubernetes", serves HTTPS only).
     "metrics": {"access": "localhost"},
     "actions": {

@@ -262,16 +262,21 @@ class World:
                     out.append(event)
         return out
 
-    def _events_about(self, name: str) -> list[dict[str, Any]]:
-        events = [e for e in self.events() if e["involvedObject"].get("name") == name]
+    def _events_about(self, name: str, kind: str | None) -> list[dict[str, Any]]:
+        events = [
+            e for e in self.events()
+            if e["involvedObject"].get("name") == name
+            and kind in (None, e["involvedObject"].get("kind"))
+        ]  # fmt: skip
         return sorted(events, key=lambda e: e.get("firstTimestamp") or "")
 
-    def event_actions(self, name: str) -> list[str]:
-        """`action` of the controller's Events about object `name`, oldest first."""
-        return [str(e.get("action")) for e in self._events_about(name)]
+    def event_actions(self, name: str, kind: str | None = None) -> list[str]:
+        """`action` of the controller's Events about object `name` (of `kind`: a job's
+        StragglerReport and its Job share a name), oldest first."""
+        return [str(e.get("action")) for e in self._events_about(name, kind)]
 
-    def event_reasons(self, name: str) -> list[str]:
-        return [str(e.get("reason")) for e in self._events_about(name)]
+    def event_reasons(self, name: str, kind: str | None = None) -> list[str]:
+        return [str(e.get("reason")) for e in self._events_about(name, kind)]
 
     # --- taking it away -------------------------------------------------------------------
 

@@ -170,7 +170,8 @@ def test_a_pod_the_job_controller_makes_for_an_opted_in_job_gets_the_env(
         **{name: ("fieldRef", path) for name, path in FIELD.items()},
         "PACEKEEPER_REPORTER": "kubernetes",
     }
-    assert f'"pod": "{pod.metadata.generate_name}"' in webhook.injected_into()
+    # The pod has no name yet when the webhook sees it: its generateName is logged as such.
+    assert f'"generateName": "{pod.metadata.generate_name}"' in webhook.injected_into()
 
 
 def test_a_pod_created_through_the_api_gets_it_and_a_users_own_values_are_kept(

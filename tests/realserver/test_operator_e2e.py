@@ -40,7 +40,13 @@ def test_the_ladder_notifies_then_taints_then_cordons_the_slow_ranks_node_only(
     assert [w.name for w in writes] == [slow_node, slow_node]
     assert [sorted(w.request_object["spec"]) for w in writes] == [["taints"], ["unschedulable"]]
     assert world.event_actions(slow_node) == ["taintNode", "cordonNode"]
-    assert world.event_actions(job.name) == ["notify"]
+    assert world.event_actions(job.name, "StragglerReport") == ["notify"]
+    # The workload (the Job) hears of every step, once each, then that the ladder is spent.
+    actions, reasons = world.event_actions(job.name, "Job"), world.event_reasons(job.name, "Job")
+    told = list(zip(actions, reasons, strict=True))
+    assert told == [(step, "BelowThreshold") for step in LADDER] + [
+        ("cordonNode", "LadderExhausted")
+    ]
     report = world.report(job)
     assert report is not None
     display = report["status"]["controller"]

@@ -366,7 +366,7 @@ def test_a_full_shard_at_every_bound_fits_a_configmap() -> None:
         ({"hardwareMemory": {"slowBelow": 0}}, "hardwareMemory.slowBelow=0 would never call a"),
         (
             {"hardwareMemory": {"calibration": {"maxDeviation": 0.5}}},
-            "hardwareMemory.calibration.maxDeviation=0.5: Input should be less than or equal",
+            "hardwareMemory.calibration.maxDeviation=0.5 is outside (0, 0.2]",
         ),
         (
             {"policies": {"default": {"hardware": {"peerCheck": "yes"}}}},

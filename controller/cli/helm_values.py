@@ -21,6 +21,7 @@ from pacekeeper.controller.core.policy import (
     PolicyDocument,
     PolicyError,
     parse_policy_document,
+    read_policy_bytes,
 )
 
 CHART_OWNED_POLICY_KEYS = ("apiVersion", "kind", "mode")
@@ -49,9 +50,10 @@ def check_helm_values(path: Path, chart_dir: Path | None) -> HelmValuesCheck:
     document the chart would render, with the controller's models."""
     check = HelmValuesCheck(source=str(path))
     try:
-        user = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        check.errors.append(f"{path}: cannot read: {e.strerror or e}")
+        # Read as a policy file is: a FIFO or a huge file would hang the check.
+        user = yaml.safe_load(read_policy_bytes(path))
+    except PolicyError as e:
+        check.errors.append(str(e))
         return check
     except yaml.YAMLError as e:
         check.errors.append(f"{path}: not valid YAML: {' '.join(str(e).split())}")

@@ -27,6 +27,7 @@ from pydantic import BeforeValidator, Field, Strict, ValidationError, model_vali
 # Relative on purpose: mypy checks this folder as ``controller.core.*``, where an absolute
 # ``pacekeeper.`` import is an unresolved Any and the models could not subclass PolicyModel.
 from .policy_errors import PolicyError, describe_errors, policy_error
+from .policy_file import read_policy_bytes
 from .policy_hardware import (
     Calibration,
     Confirm,
@@ -50,6 +51,7 @@ from .policy_types import (
     DISRUPTIVE_ACTIONS,
     LADDER_ORDER,
     MAX_CLOCK_SKEW_S,
+    MAX_NODES,
     NODE_ACTIONS,
     PREREQUISITE_WHY,
     PREREQUISITES,
@@ -63,12 +65,14 @@ from .policy_types import (
     PolicyModel,
     PositiveSeconds,
     Reference,
+    ReportCount,
+    SampleCount,
     ScoreKind,
     Seconds,
     TaintEffect,
     UnitInterval,
 )
-from .policy_yaml import read_policy_yaml
+from .policy_yaml import MAX_POLICY_BYTES, read_policy_yaml
 
 __all__ = [
     "API_VERSION",
@@ -77,6 +81,7 @@ __all__ = [
     "KIND",
     "LADDER_ORDER",
     "MAX_CLOCK_SKEW_S",
+    "MAX_POLICY_BYTES",
     "NODE_ACTIONS",
     "PREREQUISITES",
     "ActionKind",
@@ -118,6 +123,7 @@ __all__ = [
     "load_policy_file",
     "parse_policy_document",
     "policy_json_schema",
+    "read_policy_bytes",
 ]
 
 API_VERSION: Literal["pacekeeper.dev/v1alpha1"] = "pacekeeper.dev/v1alpha1"
@@ -196,13 +202,13 @@ class Thresholds(PolicyModel):
 class Persistence(PolicyModel):
     """How long a rank must stay below ``thresholds.act`` before anything is done."""
 
-    consecutive_reports: Int | None = Field(default=3, ge=1)
+    consecutive_reports: ReportCount | None = 3
     """Reports in a row below the threshold (null: not used)."""
     below_for_s: PositiveSeconds | None = None
     """Seconds continuously below the threshold (null: not used)."""
     require: Literal["all", "any"] = "all"
     """With both set: all = both must hold, any = either suffices."""
-    min_samples: Int = Field(default=1, ge=0)
+    min_samples: SampleCount = 1
     """Timed samples a rank needs in a report for its score to count (fewer: Unknown)."""
     max_report_age_s: PositiveSeconds = 300.0
     """A job whose newest report is older than this is Unknown: never acts, never clears."""
@@ -234,7 +240,7 @@ class Recovery(PolicyModel):
     """A node recovers when every rank of the job on it scores at or above
     ``thresholds.recover`` for long enough; then our marks on it are undone."""
 
-    consecutive_reports: Int = Field(default=3, ge=1)
+    consecutive_reports: ReportCount = 3
     """Reports in a row with every rank of the node at or above ``thresholds.recover``."""
     hold_s: Seconds = 600.0
     """And for at least this long, before our marks are undone."""
@@ -331,11 +337,11 @@ class Attribution(PolicyModel):
     structural_node_fraction: UnitInterval = 0.2
     """This share of the job's nodes slow at once (and at least structuralMinNodes) is the
     workload (e.g. the last pipeline stage), not hardware."""
-    structural_min_nodes: Int = Field(default=3, ge=2)
+    structural_min_nodes: Int = Field(default=3, ge=2, le=MAX_NODES)
     """Fewest slow nodes at once for the structural rule to apply."""
     imbalance_history: Int = Field(default=8, ge=2, le=64)
     """Reports of history kept to see whether the slowest rank keeps moving."""
-    imbalance_min_distinct: Int = Field(default=3, ge=2)
+    imbalance_min_distinct: Int = Field(default=3, ge=2, le=64)
     """Distinct slowest ranks in that history that make the job count as imbalanced."""
     imbalance_min_below_fraction: UnitInterval = 0.8
     """In an imbalanced job a rank is still a fault when it was slow in this share of the
@@ -447,7 +453,10 @@ class PolicyDocument(PolicyModel):
     unlimitedBudgets (every budget on an enforced policy's enabled steps is null),
     fullClusterBudget (cluster.nodes lets every node carry our marks),
     breakerNeverOpens (cluster.breaker.maxActions >= 5000),
-    noExecuteTaint (a taintNode step with effect NoExecute evicts every untolerating pod)."""
+    noExecuteTaint (a taintNode step with effect NoExecute evicts every untolerating pod),
+    emptyLadder (an enforced policy enables no step, not even notify),
+    hairTrigger (thresholds.act >= 0.95 and one report enough to act),
+    instantEscalation (an enabled step's timeoutS under 1 s)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -496,11 +505,31 @@ class PolicyDocument(PolicyModel):
     def _enforced(self) -> list[EnforcedPolicy]:
         return [
             EnforcedPolicy(
-                name, frozenset(p.ladder.enabled_steps()), p.budgets, p.ladder.taint_node.effect
+                name,
+                frozenset(p.ladder.enabled_steps()),
+                p.budgets,
+                p.ladder.taint_node.effect,
+                act=p.thresholds.act,
+                one_report_rule=_one_report_rule(p.persistence),
+                step_timeouts=tuple(
+                    (k, p.ladder.step(k).timeout_s) for k in p.ladder.enabled_steps()
+                ),
             )
             for name, p in self.policies.items()
             if Mode.lowest(self.mode, p.mode) is Mode.ENFORCE
         ]
+
+
+def _one_report_rule(p: Persistence) -> str | None:
+    """The fields that let a single report below the threshold decide, or None. belowForS
+    alone needs two reports at least (it measures between them)."""
+    if p.consecutive_reports != 1:
+        return None
+    if p.below_for_s is None:
+        return "persistence.consecutiveReports=1"
+    if p.require == "any":
+        return "persistence.consecutiveReports=1 and require=any"
+    return None
 
 
 # --- loading ------------------------------------------------------------------------
@@ -508,10 +537,15 @@ class PolicyDocument(PolicyModel):
 
 def load_policy_document(text: str | bytes, source: str = "<policy>") -> PolicyDocument:
     """Parse YAML (or JSON) text or UTF-8 bytes into a validated document, or raise
-    ``PolicyError`` naming ``source`` (encoding, syntax, duplicate keys, fields)."""
+    ``PolicyError`` naming ``source`` (size, encoding, syntax, duplicate keys, fields)."""
     data = read_policy_yaml(text, source)
     if data is None:
-        data = {}
+        # An empty file (or one of comments only) is a truncated write, a wrong path or a
+        # ConfigMap key that went missing far more often than a wish for every default.
+        raise PolicyError(
+            f"{source}: is empty (no YAML document); write at least "
+            f"'apiVersion: {API_VERSION}' and 'kind: {KIND}', or '{{}}' for every default"
+        )
     if not isinstance(data, dict):
         raise PolicyError(f"{source}: the document must be a mapping, got {type(data).__name__}")
     return parse_policy_document(data, source)
@@ -552,14 +586,9 @@ def _raw_default_policy_problems(data: dict[str, Any]) -> list[str]:
 
 
 def load_policy_file(path: str | Path) -> PolicyDocument:
-    # The core's one file read: the bytes, so that decoding is checked (and refused with
-    # the file's name) by the pure reader, not by Python's text layer.
+    """The validated document in the file at ``path``, or ``PolicyError`` naming it."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise PolicyError(f"{p}: cannot read: {e.strerror or e}") from e
-    return load_policy_document(data, str(p))
+    return load_policy_document(read_policy_bytes(p), str(p))
 
 
 def policy_json_schema() -> dict[str, Any]:

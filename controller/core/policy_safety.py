@@ -20,9 +20,12 @@ from pydantic import Field
 # Relative on purpose, as in policy.py: mypy sees PolicyModel's type only this way.
 from .policy_types import (
     DISRUPTIVE_ACTIONS,
+    MAX_ACTIONS,
     NODE_ACTIONS,
+    ActionCount,
     ActionKind,
     Int,
+    NodeCount,
     Percent,
     PolicyModel,
     PositiveSeconds,
@@ -33,12 +36,19 @@ from .policy_types import (
 BREAKER_NEVER_OPENS_AT = 5000
 """Kubernetes supports clusters of at most 5,000 nodes: a breaker that trips only when
 more distinct (job, node) subjects than that want an action at once never opens."""
+HAIR_TRIGGER_ACT = 0.95
+"""``thresholds.act`` from which a score within ordinary jitter counts as slow: healthy GPUs
+of one model sit up to ~14% from their median (policy_hardware.Calibration), and a rank's
+own windows vary by a few percent."""
+MIN_STEP_TIMEOUT_S = 1.0
+"""A ladder step's ``timeoutS`` below which it cannot have seen any effect of its action
+(a restarted rank or a drained node takes minutes to show one) before the next step."""
 
 
 class NodeBudget(PolicyModel):
     """Nodes that may carry our marks at once. null = unlimited; both set: the smaller wins."""
 
-    max_nodes: Int | None = Field(default=None, ge=0)
+    max_nodes: NodeCount | None = None
     """Nodes at most (null: no count limit)."""
     max_percent: Percent | None = None
     """Percent of the nodes (of the job, or of the cluster); rounds down, but at least 1
@@ -70,7 +80,7 @@ class JobBudgets(PolicyModel):
 
     nodes: NodeBudget = NodeBudget(max_nodes=1)
     """Nodes of one job that may carry our marks at once."""
-    actions_per_hour: Int | None = Field(default=3, ge=0)
+    actions_per_hour: ActionCount | None = 3
     """Disruptive actions (restart, taint, drain, cordon) for one job per rolling hour
     (null: unlimited)."""
     between_actions_s: Seconds = 300.0
@@ -82,7 +92,7 @@ class Breaker(PolicyModel):
     window: a storm is more likely our bug or a fleet event than many broken GPUs. While
     open it refuses new disruptive actions; it never blocks undo or notify."""
 
-    max_actions: Int = Field(default=10, ge=1)
+    max_actions: Int = Field(default=10, ge=1, le=MAX_ACTIONS)
     """Trips when more distinct (job, node) subjects than this want an action (5000 or more
     never trips: enforce mode then needs breakerNeverOpens in acknowledgeUnsafe)..."""
     window_s: PositiveSeconds = 900.0
@@ -96,7 +106,7 @@ class ClusterSafety(PolicyModel):
 
     nodes: NodeBudget = NodeBudget(max_nodes=2, max_percent=5.0)
     """Nodes in the whole cluster that may carry our marks at once."""
-    actions_per_hour: Int | None = Field(default=6, ge=0)
+    actions_per_hour: ActionCount | None = 6
     """Disruptive actions in the whole cluster per rolling hour (null: unlimited)."""
     breaker: Breaker = Breaker()
     """The circuit breaker."""
@@ -116,6 +126,14 @@ class UnsafeRisk(StrEnum):
     """cluster.breaker.maxActions is at least BREAKER_NEVER_OPENS_AT."""
     NO_EXECUTE_TAINT = "noExecuteTaint"
     """An enabled taintNode step with effect NoExecute."""
+    HAIR_TRIGGER = "hairTrigger"
+    """thresholds.act at or above HAIR_TRIGGER_ACT and one report enough to act, in a policy
+    with an enabled disruptive step."""
+    EMPTY_LADDER = "emptyLadder"
+    """An enforced policy that enables no ladder step, not even notify."""
+    INSTANT_ESCALATION = "instantEscalation"
+    """An enabled step's timeoutS below MIN_STEP_TIMEOUT_S, in a policy with an enabled
+    disruptive step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +144,13 @@ class EnforcedPolicy:
     steps: frozenset[ActionKind]
     budgets: JobBudgets
     taint_effect: TaintEffect = TaintEffect.NO_SCHEDULE
+    act: float = 0.7
+    """thresholds.act."""
+    one_report_rule: str | None = None
+    """The persistence fields that let one report below ``act`` decide, as a person reads
+    them (``persistence.consecutiveReports=1``); None when it takes more."""
+    step_timeouts: tuple[tuple[ActionKind, float], ...] = ()
+    """(step, timeoutS) of each enabled step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +239,19 @@ def unsafe_settings(
                 "use NoSchedule, the default, and the budgeted drainNode step",
             )
         )
+    out += [
+        UnsafeSetting(
+            UnsafeRisk.EMPTY_LADDER,
+            f"policy '{p.name}' enables no ladder step in enforce mode: its jobs' slow ranks "
+            "are neither announced nor acted on, and enforce mode then looks in force while "
+            "doing nothing",
+            "enable ladder.notify at least, or give the policy mode: observe",
+        )
+        for p in enforced
+        if not p.steps
+    ]
+    out += [s for p in enforced if (s := _hair_trigger(p)) is not None]
+    out += [s for p in enforced if (s := _instant_escalation(p)) is not None]
     acting = [p.name for p in enforced if p.steps & DISRUPTIVE_ACTIONS]
     if acting and cluster.breaker.max_actions >= BREAKER_NEVER_OPENS_AT:
         out.append(
@@ -249,6 +287,33 @@ def _unlimited_budgets(p: EnforcedPolicy, cluster: ClusterSafety) -> UnsafeSetti
         f"policy '{p.name}': {listed} null in enforce mode: no budget limits its disruptive "
         "actions",
         "set one of them",
+    )
+
+
+def _hair_trigger(p: EnforcedPolicy) -> UnsafeSetting | None:
+    if not p.steps & DISRUPTIVE_ACTIONS or p.act < HAIR_TRIGGER_ACT or p.one_report_rule is None:
+        return None
+    return UnsafeSetting(
+        UnsafeRisk.HAIR_TRIGGER,
+        f"policy '{p.name}': thresholds.act={p.act:g} with {p.one_report_rule} in enforce "
+        f"mode: one report with a rank {100 * (1 - p.act):.2g}% behind its reference starts "
+        "disruptive actions, and healthy GPUs of one model differ by more than that",
+        f"lower thresholds.act below {HAIR_TRIGGER_ACT:g} or require more reports in a row",
+    )
+
+
+def _instant_escalation(p: EnforcedPolicy) -> UnsafeSetting | None:
+    if not p.steps & DISRUPTIVE_ACTIONS:
+        return None
+    short = [f"ladder.{k}.timeoutS={t:g}" for k, t in p.step_timeouts if t < MIN_STEP_TIMEOUT_S]
+    if not short:
+        return None
+    return UnsafeSetting(
+        UnsafeRisk.INSTANT_ESCALATION,
+        f"policy '{p.name}': {', '.join(short)} in enforce mode: no action shows an effect "
+        f"in under {MIN_STEP_TIMEOUT_S:g} s (a restarted rank or a drained node takes minutes), "
+        "so the ladder escalates on every report whatever the last step did",
+        "give each enabled step the time its action needs to show",
     )
 
 

@@ -13,11 +13,12 @@ still accepted where a float belongs).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Strict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
 from pydantic.alias_generators import to_camel
 
 
@@ -111,6 +112,19 @@ class TaintEffect(StrEnum):
 
 MAX_CLOCK_SKEW_S = 300.0
 """Upper bound of ``persistence.maxClockSkewS`` (see its docstring for why)."""
+MAX_SECONDS = 365 * 86400.0
+"""Upper bound of every other duration: a year. Longer is a typo or an attempt to make a
+limit never apply (``1e300`` seconds), and the engine adds these to clock times."""
+MAX_REPORTS = 1000
+"""Upper bound of a count of reports in a row: at one report a minute, most of a day."""
+MAX_SAMPLES = 1_000_000_000
+"""Upper bound of a count of timed samples in one report."""
+MAX_NODES = 100_000
+"""Upper bound of a count of nodes: Kubernetes supports 5,000, the largest managed
+clusters some 65,000. Null, not a huge number, says "no limit"."""
+MAX_ACTIONS = 1_000_000
+"""Upper bound of a count of actions (per hour, or for the breaker); null says "no
+limit" where a field allows it."""
 
 
 def _unit_interval(v: float) -> float:
@@ -126,14 +140,18 @@ def _percent(v: float) -> float:
 
 
 def _positive_seconds(v: float) -> float:
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError("must be a positive number of seconds")
+    if not (0 < v <= MAX_SECONDS):  # NaN fails every comparison
+        raise ValueError(
+            f"must be a positive number of seconds, at most {MAX_SECONDS:.0f} (a year)"
+        )
     return v
 
 
 def _non_negative_seconds(v: float) -> float:
-    if not math.isfinite(v) or v < 0:
-        raise ValueError("must be a non-negative number of seconds")
+    if not (0 <= v <= MAX_SECONDS):
+        raise ValueError(
+            f"must be a non-negative number of seconds, at most {MAX_SECONDS:.0f} (a year)"
+        )
     return v
 
 
@@ -167,18 +185,51 @@ def _bounds(**kw: Any) -> _JsonBounds:
     return _JsonBounds(tuple(kw.items()))
 
 
+def _at_most(limit: int) -> Callable[[int], int]:
+    # A validator of its own rather than Field(le=...): with both bounds in Field, a value
+    # below the floor would be told "is outside [1, 1000]" instead of "must be ≥ 1".
+    def check(v: int) -> int:
+        if v > limit:
+            raise ValueError(f"must be ≤ {limit}")
+        return v
+
+    return check
+
+
 # Strict: a YAML string ("3", "yes") is refused where a number or a boolean belongs.
 # Strict floats still take ints (``belowForS: 600``).
 Int = Annotated[int, Strict()]
+# The floor sits inside the type, before the cap's validator: a Field(ge=...) on a
+# nullable field of such a type reaches the JSON schema as a bare "ge", not "minimum".
+ReportCount = Annotated[
+    int, Strict(), Field(ge=1), AfterValidator(_at_most(MAX_REPORTS)), _bounds(maximum=MAX_REPORTS)
+]
+SampleCount = Annotated[
+    int, Strict(), Field(ge=0), AfterValidator(_at_most(MAX_SAMPLES)), _bounds(maximum=MAX_SAMPLES)
+]
+NodeCount = Annotated[
+    int, Strict(), Field(ge=0), AfterValidator(_at_most(MAX_NODES)), _bounds(maximum=MAX_NODES)
+]
+ActionCount = Annotated[
+    int, Strict(), Field(ge=0), AfterValidator(_at_most(MAX_ACTIONS)), _bounds(maximum=MAX_ACTIONS)
+]
 Bool = Annotated[bool, Strict()]
 UnitInterval = Annotated[
     float, Strict(), AfterValidator(_unit_interval), _bounds(minimum=0, maximum=1)
 ]
 Percent = Annotated[float, Strict(), AfterValidator(_percent), _bounds(minimum=0, maximum=100)]
 PositiveSeconds = Annotated[
-    float, Strict(), AfterValidator(_positive_seconds), _bounds(exclusiveMinimum=0)
+    float,
+    Strict(),
+    AfterValidator(_positive_seconds),
+    _bounds(exclusiveMinimum=0, maximum=MAX_SECONDS),
 ]
-Seconds = Annotated[float, Strict(), AfterValidator(_non_negative_seconds), _bounds(minimum=0)]
+Seconds = Annotated[
+    float,
+    Strict(),
+    AfterValidator(_non_negative_seconds),
+    _bounds(minimum=0, maximum=MAX_SECONDS),
+]
 ClockSkewSeconds = Annotated[
     float, Strict(), AfterValidator(_clock_skew), _bounds(minimum=0, maximum=MAX_CLOCK_SKEW_S)
 ]

@@ -4,6 +4,8 @@ PyYAML would otherwise let through silently or answer with a traceback:
 - a key given twice in one mapping, at any depth (PyYAML keeps the last one, so
   ``mode: observe`` then ``mode: enforce`` would enforce, and a policy name given twice
   would drop one policy without a word);
+- a document over ``MAX_POLICY_BYTES`` (1 MiB, a ConfigMap's limit): PyYAML's pure-Python
+  parser takes about a second per megabyte, and a minute for 50 MB;
 - bytes that are not UTF-8: UTF-16 or UTF-32 (PyYAML would quietly decode them) and
   anything else that does not decode. A UTF-8 byte-order mark is accepted and dropped:
   it is unambiguous, and some editors still write it.
@@ -33,6 +35,8 @@ _WIDE = (
     (codecs.BOM_UTF16_BE, "UTF-16"),
 )
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+MAX_POLICY_BYTES = 1024 * 1024
+"""The most a policy document may hold: what a ConfigMap (where the chart puts it) can."""
 # Exponent floats without a dot or without an exponent sign (``1e3``, ``1.5e-3``, JSON's
 # ``1e-05``): numbers in JSON, YAML 1.2 and Helm, strings to PyYAML's YAML 1.1, which the
 # strict models would then refuse.
@@ -41,7 +45,14 @@ _EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE
 
 def read_policy_yaml(data: str | bytes, source: str) -> Any:
     """The YAML document in ``data`` as plain data (None for an empty one), or
-    ``PolicyError`` naming ``source``: not UTF-8, not valid YAML, or a duplicate key."""
+    ``PolicyError`` naming ``source``: too large, not UTF-8, not valid YAML, or a
+    duplicate key."""
+    size = len(data.encode("utf-8", "surrogatepass")) if isinstance(data, str) else len(data)
+    if size > MAX_POLICY_BYTES:
+        raise PolicyError(
+            f"{source}: is {size} bytes, over the {MAX_POLICY_BYTES} bytes (1 MiB) a policy "
+            "document may have (a ConfigMap holds no more)"
+        )
     text = decode_policy_text(data, source)
     loader: _UniqueKeyLoader | None = None
     try:

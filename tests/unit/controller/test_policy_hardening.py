@@ -424,6 +424,8 @@ def expected_risks(doc: dict[str, Any]) -> list[tuple[str, str | None]]:
         if doc["mode"] != "enforce":
             continue
         steps = {s for s, v in p["ladder"].items() if v["enabled"]}
+        if not steps:
+            found.append(("emptyLadder", name))
         if not steps & DISRUPTIVE:
             continue
         acting = True

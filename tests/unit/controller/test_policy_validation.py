@@ -40,7 +40,7 @@ def _refusal(data: dict[str, Any]) -> str:
 
 
 def test_empty_document_is_safe_observe_mode_with_notify_only() -> None:
-    doc = load_policy_document("")
+    doc = load_policy_document("{}")  # an empty file is refused (issue 40); {} is every default
     assert doc.mode is Mode.OBSERVE
     assert doc.policies["default"].ladder.enabled_steps() == (ActionKind.NOTIFY,)
     assert doc.cluster.nodes.limit(1000) == 2

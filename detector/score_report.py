@@ -75,6 +75,10 @@ GPU_UUID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 labels and logs, where anything else would need escaping."""
 
 MAX_PEER_SUMMARIES = 64
+MAX_SEQUENCE = 2**53
+"""The largest report sequence number: exact in every JSON reader (a float's mantissa)."""
+MAX_WINDOW_S = 366 * 86400.0
+"""The longest report window: a year. ``inf`` or more is no window a job measured."""
 """Peer groups whose statistics a summary keeps (the largest first): at most ~25 KB, so
 that the Kubernetes form keeps room for the worst ranks beside 2,048 node minima."""
 
@@ -276,11 +280,15 @@ class Summary(_Model):
 
 
 class ScoreReport(_Model):
-    schema_version: int = SCHEMA_VERSION
+    # Strict: "1" and 2.0 are not versions; a reader that coerced them would accept a
+    # report whose writer never said which schema it followed.
+    schema_version: Annotated[int, Strict()] = SCHEMA_VERSION
     job: JobIdentity
-    sequence: int = Field(ge=0)
+    sequence: Annotated[int, Strict(), Field(ge=0, le=MAX_SEQUENCE)]
+    """Strict and at most 2**53: 1e30 would pass for a sequence no later report could
+    follow, and JSON readers lose integers past 2**53."""
     generated_at: datetime
-    window_s: float = Field(gt=0)
+    window_s: float = Field(gt=0, le=MAX_WINDOW_S, allow_inf_nan=False)
     kernel_timing: KernelTiming = Field(default_factory=KernelTiming)
     ranks: list[RankScores]
     summary: Summary

@@ -21,7 +21,7 @@ from pacekeeper.controller.core.marks import DOMAIN, our_marks
 from pacekeeper.controller.core.observations import ClusterView, JobView, NodeView, RejectedReport
 from pacekeeper.controller.core.policy import Mode
 from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
-from pacekeeper.detector.score_report import ReportRejected, ScoreReport
+from pacekeeper.detector.score_report import Platform, ReportRejected, ScoreReport
 
 logger = logging.getLogger(__name__)
 
@@ -75,10 +75,15 @@ def report_of(obj: Mapping[str, Any], now: datetime) -> ScoreReport | RejectedRe
         return RejectedReport(received_at=now, error=str(e))
     m = _meta(obj)
     job = report.job
-    if job.namespace is not None and (job.namespace, job.name) != (
-        m.get("namespace"),
-        m.get("name"),
-    ):
+    if job.platform is not Platform.KUBERNETES:
+        # A StragglerReport is a Kubernetes job's; a ray or local identity in it names no
+        # object here and would skip the namespace/name check below.
+        return RejectedReport(
+            received_at=now,
+            error=f"report.job.platform is {job.platform.value!r}: a StragglerReport carries "
+            "kubernetes reports only",
+        )
+    if (job.namespace, job.name) != (m.get("namespace"), m.get("name")):
         # A report about another job in this object must not steer this job's ladder.
         return RejectedReport(
             received_at=now,

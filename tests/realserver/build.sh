@@ -47,6 +47,12 @@ etcd_present() {
   command -v etcd >/dev/null 2>&1
 }
 
+# The journey test (test_journey_e2e.py) runs the docs' kubectl commands with the kubectl a
+# user has: the one on PATH (this image ships 1.32), else Debian's kubernetes-client.
+kubectl_present() {
+  command -v kubectl >/dev/null 2>&1
+}
+
 as_root() {
   if [[ $(id -u) -eq 0 ]]; then
     "$@"
@@ -74,6 +80,9 @@ LIST
 
 apt_install() {
   local packages=(etcd-server)
+  if ! kubectl_present; then
+    packages+=(kubernetes-client)
+  fi
   if ! binaries_present; then
     packages+=(golang-1.15-go golang-1.15-src rsync make)
   fi
@@ -139,8 +148,8 @@ main() {
   # Two builds at once would race on the same work tree.
   flock -w 1800 9
 
-  if binaries_present && etcd_present; then
-    echo "build.sh: cached in ${BIN} and etcd installed; nothing to do"
+  if binaries_present && etcd_present && kubectl_present; then
+    echo "build.sh: cached in ${BIN}, etcd and kubectl installed; nothing to do"
   else
     step "apt sources and update" apt_sources
     step "apt install" apt_install

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from binaries import KUBE_VERSION
 from cluster import RealCluster, ServiceAccountIdentity
 from identities import CHART_NAMESPACE, OPERATOR
 from processes import wait_until
@@ -99,14 +100,15 @@ def _rendering_key(values: Mapping[str, Any]) -> str:
 def save_rendering(values: Mapping[str, Any], path: Path) -> None:
     """Add the chart's rendering for `values` to the JSON file `path` (see RENDERED_ENV)."""
     saved = json.loads(path.read_text()) if path.exists() else {}
-    saved[_rendering_key(values)] = chart_render().render(dict(values))
+    saved[_rendering_key(values)] = chart_render().render(dict(values), kube_version=KUBE_VERSION)
     path.write_text(json.dumps(saved))
 
 
 def _objects(values: Mapping[str, Any]) -> list[Manifest]:
     path = os.environ.get(RENDERED_ENV)
     if not path:
-        return list(chart_render().render(dict(values)))
+        # As Helm renders it for this server: the chart gates parts on the server's version.
+        return list(chart_render().render(dict(values), kube_version=KUBE_VERSION))
     saved = json.loads(Path(path).read_text())
     key = _rendering_key(values)
     if key not in saved:

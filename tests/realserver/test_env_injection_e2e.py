@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from binaries import KUBE_VERSION
 from cluster import RealCluster
 from e2e_chart import chart_render
 from e2e_jobs import ensure_service_account, job_manifest, pod_manifest
@@ -53,7 +54,7 @@ class Webhook:
 
 def rendered() -> tuple[dict[str, Any], dict[str, Any]]:
     """The chart's webhook container and MutatingWebhookConfiguration (webhook.enabled)."""
-    objects = chart_render().render({"webhook": {"enabled": True}})
+    objects = chart_render().render({"webhook": {"enabled": True}}, kube_version=KUBE_VERSION)
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"
                      and o["metadata"]["name"].endswith("-webhook")]  # fmt: skip
     (container,) = deployment["spec"]["template"]["spec"]["containers"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -48,7 +49,9 @@ TAINT_KEY = "pacekeeper.dev/straggler"
 def journey_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     binaries = KubeBinaries.located()
     missing = binaries.missing()
-    why_not = unshare_available()
+    why_not = unshare_available() or (
+        None if shutil.which("kubectl") else f"no kubectl on PATH; {BUILD_COMMAND} installs one"
+    )
     if missing or why_not:
         reason = why_not or f"real-server binaries missing; build them with {BUILD_COMMAND}"
         if os.environ.get("CI") == "true":

@@ -27,44 +27,32 @@ from typing import Any
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_FENCE = re.compile(r"^```(\w*)\s*$")
+_HEADING = re.compile(r"^(#+)\s+(.*?)\s*$", re.M)
+_FENCED = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.M | re.S)
 
 
 def blocks(doc: Path, heading: str, language: str | None = None) -> list[str]:
-    """The fenced blocks between `heading` (a line starting with #s, exact text) and the
+    """The fenced blocks (of `language`, if given) between `heading` (exact text) and the
     next heading of the same or a higher level."""
-    lines = doc.read_text().splitlines()
-    level = 0
-    inside = False
-    found: list[str] = []
-    current: list[str] | None = None
-    for line in lines:
-        match = re.match(r"^(#+)\s+(.*)$", line)
-        if match and current is None:
-            depth = len(match.group(1))
-            if match.group(2).strip() == heading:
-                inside, level = True, depth
-                continue
-            if inside and depth <= level:
-                break
-        if not inside:
-            continue
-        fence = _FENCE.match(line)
-        if fence and current is None:
-            current = [] if language is None or fence.group(1) == language else None
-            if current is None:
-                current = ["\0skip"]
-            continue
-        if line.strip() == "```" and current is not None:
-            if current[:1] != ["\0skip"]:
-                found.append("\n".join(current) + "\n")
-            current = None
-            continue
-        if current is not None:
-            current.append(line)
-    if not inside:
+    text = doc.read_text()
+    # Headings inside fences (a `# comment` in a shell block) are not headings.
+    fences = [m.span() for m in _FENCED.finditer(text)]
+    headings = [
+        m for m in _HEADING.finditer(text)
+        if not any(a <= m.start() < b for a, b in fences)
+    ]  # fmt: skip
+    start = next((m for m in headings if m.group(2) == heading), None)
+    if start is None:
         raise AssertionError(f"{doc.name}: no heading {heading!r}")
-    return found
+    level = len(start.group(1))
+    end = next(
+        (m.start() for m in headings if m.start() > start.end() and len(m.group(1)) <= level),
+        len(text),
+    )
+    return [
+        m.group(2) for m in _FENCED.finditer(text, start.end(), end)
+        if language is None or m.group(1) == language
+    ]  # fmt: skip
 
 
 def commands(block: str, env: Mapping[str, str]) -> list[list[str]]:

@@ -20,6 +20,12 @@ job's pods before the core sees the report) and the GPU the job names. From that
   teaches nothing.
 - **Recovery means the same GPU scoring well against its peers** (``unrecovered``), in
   windows after the mark — not a fresh baseline reporting 1.0.
+- **Every lesson names its tenant** (``hardware_trust``: namespace and ServiceAccount of
+  the job's pods, from the API). A factor is its teacher's: it calibrates that tenant's
+  jobs, and another tenant's only once an independent tenant (another namespace) saw the
+  GPU at the same speed (``factor_for``); until then the others are judged as if nothing
+  were known. A slow record names its tenant too (``Service.tenant``), so that another
+  tenant's word alone never escalates a job's ladder (``hardware_trust.slow_elsewhere``).
 
 Bounded: ``MAX_GPUS_PER_NODE`` GPUs per node, ``MAX_SERVICES_PER_GPU`` job records per
 GPU, ``MAX_RECENT`` recent windows, and ``MAX_NODES_PER_SHARD`` nodes in each of
@@ -71,6 +77,11 @@ MAX_HEALTHY_PER_WINDOW = 1024
 and slow ones are always recorded."""
 MAX_JOB_CHARS = 64
 """Job keys longer than this are kept as a prefix and a hash (bounded records)."""
+MAX_AGREED = 3
+"""Tenants remembered as having confirmed a GPU's factor (one independent one suffices)."""
+NAMESPACE_CHARS = 2
+"""A tenant tag starts with this much of its namespace's hash: tags that differ there
+are of different namespaces (independent); a collision only makes two look the same."""
 MIN_SLOW_WINDOWS = 2
 """A job's record on a GPU is slow with at least this many slow windows, and at least
 half of its windows slow."""
@@ -111,6 +122,9 @@ class Service:
     slow_windows: int = 0
     mean: Ratio = 1.0
     """Mean calibrated ratio over its windows."""
+    tenant: str = ""
+    """The job's tenant tag (``hardware_trust.tenant_tag``); "": stored before tenants
+    were kept, trusted by nobody."""
 
     @property
     def slow(self) -> bool:
@@ -134,6 +148,11 @@ class GpuMemory:
     """Windows seen, each counting half after ``halfLifeS`` (as of ``last``)."""
     slow_weight: Ratio = 0.0
     services: tuple[Service, ...] = ()
+    teacher: str = ""
+    """The tenant whose windows learned ``factor`` (and alone move it)."""
+    agreed: tuple[str, ...] = ()
+    """Other tenants, of another namespace than the teacher, whose own healthy window
+    found the GPU within the track band of ``factor``: independent agreement."""
 
     @property
     def known(self) -> bool:
@@ -204,15 +223,17 @@ def observe(
     settings: HardwareMemorySettings,
     protected: frozenset[NodeName] = frozenset(),
     turn: int = 0,
+    tenant: str = "",
 ) -> HardwareMemory:
-    """``memory`` after one report window of ``job`` (incarnation started ``since``).
-    ``protected``: nodes carrying our marks, never pushed out for a newcomer. ``turn``
-    (the report's sequence) picks which healthy GPUs a large report updates."""
+    """``memory`` after one report window of ``job`` (incarnation started ``since``) of
+    ``tenant`` (its tag). ``protected``: nodes carrying our marks, never pushed out for a
+    newcomer. ``turn`` (the report's sequence) picks which healthy GPUs a large report
+    updates."""
     nodes = dict(memory.nodes)
     label = job_label(job)
     # Whole seconds: what the stored form keeps, so a restored memory compares the same.
     at, since = at.replace(microsecond=0), since.replace(microsecond=0)
-    picked = _pick(memory, observations, settings, turn)
+    picked = _pick(memory, observations, settings, turn, tenant)
     shards: dict[int, list[NodeName]] | None = None
     for node, seen in picked.items():
         nm = nodes.get(node)
@@ -229,7 +250,7 @@ def observe(
                 if len(gpus) >= MAX_GPUS_PER_NODE and not _evict_gpu(gpus):
                     continue
                 g = GpuMemory(first=at, last=at)
-            gpus[o.uuid] = _learn(g, o, label, since, at, window_s, settings)
+            gpus[o.uuid] = _learn(g, o, (label, tenant), since, at, window_s, settings)
         nodes[node] = NodeMemory(gpus=gpus)
     return HardwareMemory(nodes=nodes, swept_at=memory.swept_at)
 
@@ -239,6 +260,7 @@ def _pick(
     observations: Iterable[Observation],
     settings: HardwareMemorySettings,
     turn: int,
+    tenant: str,
 ) -> dict[NodeName, list[Observation]]:
     """The observations this window records, by node: every one that is flagged or slow
     (evidence is never skipped) and, of the healthy ones of a report naming more than
@@ -254,7 +276,7 @@ def _pick(
             continue
         nm = nodes.get(o.node)
         g = None if nm is None else nm.gpus.get(o.uuid)
-        slow = _slow_window(ratio, g, settings)[0]
+        slow = _slow_window(ratio, g, settings, tenant)[0]
         (evidence if o.flagged or slow else healthy).append(o)
     if len(healthy) > MAX_HEALTHY_PER_WINDOW:
         every = -(-len(healthy) // MAX_HEALTHY_PER_WINDOW)
@@ -268,24 +290,31 @@ def _pick(
 def _learn(  # noqa: PLR0917 (one GPU, one window)
     g: GpuMemory,
     o: Observation,
-    job: str,
+    who: tuple[str, str],
     since: datetime,
     at: datetime,
     window_s: float,
     settings: HardwareMemorySettings,
 ) -> GpuMemory:
+    job, tenant = who
     cal = settings.calibration
     keep = decay(at - g.last, settings.half_life_s)
+    # Judged slow by the factor this tenant may use: another tenant's factor cannot make
+    # this job's windows slow records (the poisoned factor would write its own evidence).
+    slow, calibrated = _slow_window(o.ratio, g, settings, tenant)
+    if g.teacher != tenant and (not g.teacher or (not g.known and not g.bootstrap)):
+        # A GPU nobody teaches (or a factor stored before tenants were kept): this
+        # tenant's windows teach it from scratch.
+        g = replace(g, factor=1.0, learned=0, bootstrap=(), teacher=tenant, agreed=())
     known = g.learned > 0
-    slow, calibrated = _slow_window(o.ratio, g, settings)
     low, high = 1.0 - cal.max_deviation, 1.0 + cal.max_deviation
-    learnable = (
-        not o.flagged
-        and not slow
-        and low <= o.ratio <= high
-        and (not known or abs(o.ratio - g.factor) <= cal.track_band)
-    )
-    factor, learned, bootstrap = g.factor, g.learned, g.bootstrap
+    healthy = not o.flagged and not slow and low <= o.ratio <= high
+    near = not known or abs(o.ratio - g.factor) <= cal.track_band
+    learnable = healthy and near and g.teacher == tenant
+    factor, learned, bootstrap, agreed = g.factor, g.learned, g.bootstrap, g.agreed
+    if healthy and near and known and _independent(tenant, g.teacher) and tenant not in agreed:
+        # Another namespace saw the same speed on its own: the factor is the GPU's.
+        agreed = (*agreed, tenant)[-MAX_AGREED:]
     ratio = _ratio(o.ratio)
     if learnable and not known:
         bootstrap = (*bootstrap, ratio)
@@ -307,40 +336,62 @@ def _learn(  # noqa: PLR0917 (one GPU, one window)
         recent=(*recent, (at, ratio)),
         weight=_ratio(g.weight * keep + 1.0),
         slow_weight=_ratio(g.slow_weight * keep + (1.0 if slow else 0.0)),
-        services=_served(g.services, job, since, at, slow, calibrated),
+        services=_served(g.services, (job, tenant), since, at, slow, calibrated),
+        teacher=g.teacher,
+        agreed=agreed,
     )
 
 
 def _slow_window(
-    ratio: float, g: GpuMemory | None, settings: HardwareMemorySettings
+    ratio: float, g: GpuMemory | None, settings: HardwareMemorySettings, tenant: str
 ) -> tuple[bool, float]:
-    """(slow, calibrated ratio) of one window of a GPU: below ``slowBelow`` once divided
-    by its factor; with no factor yet, below the smaller of that and ``1 - maxDeviation``
-    (the spread of one model is not slow before it is learned)."""
-    if g is None or g.learned == 0:
+    """(slow, calibrated ratio) of one window of a GPU for ``tenant``: below ``slowBelow``
+    once divided by the factor that tenant may use; with none, below the smaller of that
+    and ``1 - maxDeviation`` (the spread of one model is not slow before it is learned)."""
+    factor = None if g is None else factor_for(g, tenant)
+    if factor is None:
         bar = min(settings.slow_below, 1.0 - settings.calibration.max_deviation)
         return ratio < bar, ratio
-    calibrated = ratio / g.factor
+    calibrated = ratio / factor
     return calibrated < settings.slow_below, calibrated
+
+
+def _independent(a: str, b: str) -> bool:
+    """Tenants of different namespaces. Two ServiceAccounts of one namespace are not:
+    whoever may create pods there may run them as either."""
+    return bool(a) and bool(b) and a[:NAMESPACE_CHARS] != b[:NAMESPACE_CHARS]
+
+
+def factor_for(g: GpuMemory, tenant: str) -> float | None:
+    """The factor ``tenant``'s jobs are judged by: its own, or one an independent tenant
+    confirmed; None: as if none were known. Never another tenant's alone, not even one
+    below 1 (raising this GPU's score): ranks are judged against their peers' calibrated
+    median, so raising some GPUs lowers every other one against them."""
+    if not g.known:
+        return None
+    if g.teacher == tenant or any(_independent(a, g.teacher) for a in g.agreed):
+        return g.factor
+    return None
 
 
 def _served(  # noqa: PLR0917 (a record and the window it takes)
     services: tuple[Service, ...],
-    job: str,
+    who: tuple[str, str],
     since: datetime,
     at: datetime,
     slow: bool,
     calibrated: float,
 ) -> tuple[Service, ...]:
+    job, tenant = who
     # The newest record is this window's nearly always: look there first.
     for i in range(len(services) - 1, -1, -1):
         s = services[i]
         if s.job == job and s.since == since:
             n = s.windows + 1
             mean = _ratio(s.mean + (calibrated - s.mean) / n)
-            updated = Service(job, since, at, n, s.slow_windows + slow, mean)
+            updated = Service(job, since, at, n, s.slow_windows + slow, mean, tenant)
             return (*services[:i], updated, *services[i + 1 :])
-    out = [*services, Service(job, since, at, 1, int(slow), _ratio(calibrated))]
+    out = [*services, Service(job, since, at, 1, int(slow), _ratio(calibrated), tenant)]
     while len(out) > MAX_SERVICES_PER_GPU:
         # The oldest healthy record goes first: slow ones are the evidence.
         healthy = [s for s in out if not s.slow]
@@ -430,10 +481,11 @@ def calibration(
     report: ScoreReport,
     settings: HardwareMemorySettings,
     use: HardwareUse,
+    tenant: str = "",
 ) -> GpuCalibration | None:
-    """Per listed rank, its GPU's factor; None when the memory is off (the report is then
-    judged as before). A report naming no GPU gets no factor, but is still checked for a
-    GPU slower than any factor could be (``HardwareUse.peer_check``)."""
+    """Per listed rank, its GPU's factor as ``tenant`` may use it (``factor_for``); None
+    when the memory is off (judged as before). A report naming no GPU gets no factor, but
+    is still checked for a GPU slower than any factor could be (``peer_check``)."""
     if not settings.enabled:
         return None
     n = len(report.ranks)
@@ -446,8 +498,9 @@ def calibration(
             continue
         nm = nodes.get(NodeName(r.node))
         g = None if nm is None else nm.gpus.get(r.gpu_uuid)
-        if g is not None and g.known:
-            factors[i], known[i] = g.factor, True
+        factor = None if g is None else factor_for(g, tenant)
+        if factor is not None:
+            factors[i], known[i] = factor, True
     return GpuCalibration(
         factors=factors,
         known=known,
@@ -459,22 +512,6 @@ def calibration(
     )
 
 
-def slow_elsewhere(
-    memory: HardwareMemory, node: str, uuids: Iterable[str], job: str
-) -> dict[str, list[str]]:
-    """Of ``uuids`` on ``node``, those remembered slow in another job: uuid -> jobs."""
-    label = job_label(job)
-    out: dict[str, list[str]] = {}
-    for u in uuids:
-        g = memory.gpu(node, u)
-        if g is None:
-            continue
-        jobs = sorted({s.job for s in g.services if s.slow and s.job != label})
-        if jobs:
-            out[u] = jobs
-    return out
-
-
 def unrecovered(
     memory: HardwareMemory,
     node: str,
@@ -483,10 +520,13 @@ def unrecovered(
     after: datetime,
     need: int,
     recover: float,
+    tenant: str = "",
 ) -> dict[str, dict[str, Any]]:
     """Of ``uuids`` on ``node``, those not yet recovered, with why: recovered is the last
     ``need`` (at most ``MAX_RECENT``) remembered windows after ``after`` all scoring at
-    or above ``recover`` against the GPU's peers, calibrated (capped at 1)."""
+    or above ``recover`` against the GPU's peers, calibrated by the factor ``tenant``
+    (the ladder's job's) may use (capped at 1): another tenant's high factor cannot keep
+    its node marked."""
     need = max(1, min(need, MAX_RECENT))
     after = after.replace(microsecond=0)
     out: dict[str, dict[str, Any]] = {}
@@ -495,14 +535,15 @@ def unrecovered(
         if g is None:
             out[u] = {"windowsSince": 0, "need": need, "why": "not remembered"}
             continue
-        fresh = [min(r / g.speed(), 1.0) for t, r in g.recent if t > after]
+        speed = factor_for(g, tenant) or 1.0
+        fresh = [min(r / speed, 1.0) for t, r in g.recent if t > after]
         last = fresh[-need:]
         if len(last) < need or min(last) < recover:
             out[u] = {
                 "windowsSince": len(fresh),
                 "need": need,
                 "scores": [round(v, 4) for v in last],
-                "factor": round(g.speed(), 4),
+                "factor": round(speed, 4),
             }
     return out
 

@@ -19,33 +19,45 @@ from pacekeeper.controller.core.hardware_memory import (
     GpuMemory,
     HardwareMemory,
     decay,
+    factor_for,
 )
 from pacekeeper.controller.core.policy import HardwareMemorySettings
 
 
-def describe(
+def describe(  # noqa: PLR0917 (the GPUs, and whose eyes they are seen with)
     memory: HardwareMemory,
     node: str,
     uuids: Sequence[str],
     now: datetime,
     settings: HardwareMemorySettings,
+    tenant: str | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Evidence for a decision: what the memory holds of these GPUs."""
+    """Evidence for a decision: what the memory holds of these GPUs (``factor``: the one
+    ``tenant``'s job is judged by, ``hardware_memory.factor_for``)."""
     out: dict[str, dict[str, Any]] = {}
     for u in uuids[:MAX_GPUS_PER_NODE]:
         g = memory.gpu(node, u)
         if g is not None:
-            out[u] = gpu_view(g, now, settings, services=False)
+            out[u] = gpu_view(g, now, settings, services=False, tenant=tenant)
     return out
 
 
 def gpu_view(
-    g: GpuMemory, now: datetime, settings: HardwareMemorySettings, *, services: bool = True
+    g: GpuMemory,
+    now: datetime,
+    settings: HardwareMemorySettings,
+    *,
+    services: bool = True,
+    tenant: str | None = None,
 ) -> dict[str, Any]:
+    """One GPU; ``tenant``: the factor as that tenant may use it (None: as learned)."""
     keep = decay(now - g.last, settings.half_life_s)
     weight = g.weight * keep
+    factor = (g.factor if g.known else None) if tenant is None else factor_for(g, tenant)
     out: dict[str, Any] = {
-        "factor": round(g.speed(), 4) if g.known else None,
+        "factor": round(factor, 4) if factor is not None else None,
+        "taughtBy": g.teacher,
+        "agreedBy": list(g.agreed),
         "learnedWindows": g.learned,
         "windows": round(weight, 2),
         "slowShare": round(g.slow_weight * keep / weight, 4) if weight > 0 else 0.0,
@@ -65,6 +77,7 @@ def gpu_view(
                 "slowWindows": s.slow_windows,
                 "meanScore": round(s.mean, 4),
                 "slow": s.slow,
+                "tenant": s.tenant,
             }
             for s in g.services
         ]

@@ -17,7 +17,7 @@ from typing import Any, assert_never
 
 from pacekeeper.controller.core import (
     budgets,
-    hardware_memory,
+    hardware_trust,
     hardware_views,
     mark_records,
     probe_check,
@@ -161,16 +161,23 @@ def _candidate(
         return
     ev["ranks"] = persistent
     gpus = d.gpus_of(persistent)
-    elsewhere: dict[str, list[str]] = {}
+    elsewhere = hardware_trust.Elsewhere()
     if gpus:
         # What the memory holds of these GPUs is evidence; slow in another job too, it is
-        # the hardware (no rank restart helps).
+        # the hardware (no rank restart helps) when the job may believe it: its own
+        # tenant's record, two namespaces', or the probe will check before the node step.
+        tenant = hardware_trust.tenant_of(ctx.view)
         ev["gpus"] = hardware_views.describe(
-            run.hardware, f.node, gpus, run.now, run.doc.hardware_memory
+            run.hardware, f.node, gpus, run.now, run.doc.hardware_memory, tenant
         )
-        elsewhere = hardware_memory.slow_elsewhere(run.hardware, f.node, gpus, ctx.view.key)
-        if elsewhere:
-            ev["slowElsewhere"] = elsewhere
+        elsewhere = hardware_trust.slow_elsewhere(
+            run.hardware, f.node, gpus, ctx.view.key, tenant,
+            probed=ctx.policy.confirm is Confirm.PROBE,
+        )  # fmt: skip
+        if elsewhere.trusted:
+            ev["slowElsewhere"] = elsewhere.trusted
+        if elsewhere.untrusted:
+            ev["slowElsewhereUntrusted"] = elsewhere.untrusted
     lad = ctx.state.ladders.get(f.node)
     if (
         lad is not None
@@ -179,7 +186,7 @@ def _candidate(
     ):
         run.node_hold(ctx, f.node, ActionKind.DRAIN_NODE, Reason.PDB_BLOCKED, ev)
         return
-    hardware = bool(elsewhere) and ctx.policy.hardware.slow_elsewhere_skips_restart
+    hardware = bool(elsewhere.trusted) and ctx.policy.hardware.slow_elsewhere_skips_restart
     move = next_move(lad, ctx.policy.ladder, f.kind, run.now, hardware=hardware)
     match move:
         case Wait(step=step, until=until):

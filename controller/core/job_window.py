@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from pacekeeper.controller.core import hardware_memory, mark_records
+from pacekeeper.controller.core import hardware_memory, hardware_trust, mark_records
 from pacekeeper.controller.core.attribution import Digest, digest
 from pacekeeper.controller.core.decisions import JOB_SUBJECT, Reason, Verdict
 from pacekeeper.controller.core.hardware_memory import Observation
@@ -150,8 +150,9 @@ def _warm_until(ctx: JobRun) -> datetime:
 
 def _calibration(run: Run, ctx: JobRun, report: ScoreReport) -> GpuCalibration | None:
     return hardware_memory.calibration(
-        run.hardware, report, run.doc.hardware_memory, ctx.policy.hardware
-    )
+        run.hardware, report, run.doc.hardware_memory, ctx.policy.hardware,
+        hardware_trust.tenant_of(ctx.view),
+    )  # fmt: skip
 
 
 def _remember(run: Run, ctx: JobRun, d: Digest) -> None:
@@ -193,6 +194,7 @@ def _remember(run: Run, ctx: JobRun, d: Digest) -> None:
         settings=settings,
         protected=marked,
         turn=d.sequence,
+        tenant=hardware_trust.tenant_of(ctx.view),
     )
 
 

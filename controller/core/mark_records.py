@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from pacekeeper.controller.core import hardware_memory
+from pacekeeper.controller.core import hardware_memory, hardware_trust
 from pacekeeper.controller.core.attribution import Digest
 from pacekeeper.controller.core.decisions import Reason, Verdict, node_subject
 from pacekeeper.controller.core.ids import JobKey, NodeName
@@ -302,6 +302,7 @@ def _gpus_unrecovered(run: Run, ctx: JobRun, node: NodeName) -> dict[str, Any]:
         after=lad.last_action_at or lad.started_at,
         need=ctx.policy.recovery.consecutive_reports,
         recover=ctx.policy.thresholds.recover,
+        tenant=hardware_trust.tenant_of(ctx.view),
     )
 
 

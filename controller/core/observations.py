@@ -84,6 +84,11 @@ class JobView:
     pdb_blocked_nodes: frozenset[NodeName] = frozenset()
     """Nodes where the shell's drain of this job's pods is held up by a
     PodDisruptionBudget (eviction answered 429): the ladder waits there."""
+    service_account: str | None = None
+    """The ServiceAccount the job's pods run as (``spec.serviceAccountName``, from the
+    API, never the report): with ``namespace``, the tenant that what the job teaches the
+    memory of hardware is tagged with (``hardware_trust``). None: not known (Ray, the
+    simulator): the namespace alone is the tenant."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,6 +103,9 @@ class OptIn:
     mode_override: Mode | None
     ranks_per_pod: int | None
     problems: tuple[str, ...] = ()
+    service_account: str | None = None
+    """The pods' ``spec.serviceAccountName`` (several: sorted, comma-joined): with the
+    namespace, the tenant the memory of hardware tags this job's lessons with."""
 
 
 def opt_in_of(pods: Iterable[Mapping[str, Any]]) -> OptIn:
@@ -135,7 +138,14 @@ def opt_in_of(pods: Iterable[Mapping[str, Any]]) -> OptIn:
                 rpp = max(1, int(raw_rpp))
             except ValueError:
                 problems.append(f"{RANKS_PER_POD_ANNOTATION}={raw_rpp!r} is not an integer")
-    return OptIn(opted_in, policy, mode, rpp, tuple(problems))
+    return OptIn(opted_in, policy, mode, rpp, tuple(problems), _service_account(pods))
+
+
+def _service_account(pods: Iterable[Mapping[str, Any]]) -> str | None:
+    # The API fills in "default" when a pod names none; a pod read before admission
+    # (a test's stand-in) gets the same, so the tenant never depends on who filled it.
+    names = {(p.get("spec") or {}).get("serviceAccountName") or "default" for p in pods}
+    return ",".join(sorted(names)) if names else None
 
 
 def job_view_of(
@@ -156,6 +166,7 @@ def job_view_of(
         opted_out=not opt_in.opted_in,
         policy_source=f"annotation {POLICY_ANNOTATION}" if opt_in.policy_name else None,
         mode_source=f"annotation {MODE_ANNOTATION}" if opt_in.mode_override else None,
+        service_account=opt_in.service_account,
     )
 
 

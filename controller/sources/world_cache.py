@@ -38,9 +38,10 @@ POD_META_FIELDS = (
     "name", "namespace", "uid", "labels", "annotations", "ownerReferences",
     "creationTimestamp", "deletionTimestamp", "resourceVersion",
 )  # fmt: skip
-POD_FIELDS = {"spec": ("nodeName",), "status": ("phase", "startTime")}
-"""What trust, opt-in, placement and rank resolution read of a pod (``trust.py``,
-``ranks.py``, ``kubernetes.opt_in_of``); a new reader of another field adds it here."""
+POD_FIELDS = {"spec": ("nodeName", "serviceAccountName"), "status": ("phase", "startTime")}
+"""What trust, opt-in, placement, rank resolution and the memory's tenant read of a pod
+(``trust.py``, ``ranks.py``, ``kubernetes.opt_in_of``); a new reader of another field
+adds it here."""
 
 
 def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,15 +5,18 @@ tenants of two namespaces agree or the controller's own probe checks."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 
-from hardware_builders import REPORT_S, Fleet, Job, World, actions, doc, gpu_name, node_name
+from hardware_builders import REPORT_S, T0, Fleet, Job, World, actions, doc, gpu_name, node_name
 
+from pacekeeper.controller.core import hardware_memory as hm
 from pacekeeper.controller.core.decisions import Verdict
 from pacekeeper.controller.core.engine import decide
 from pacekeeper.controller.core.hardware_trust import tenant_tag
-from pacekeeper.controller.core.ids import JobKey
+from pacekeeper.controller.core.ids import JobKey, NodeName
 from pacekeeper.controller.core.observations import JobView, Window
 from pacekeeper.controller.core.policy import ActionKind, Mode
 from pacekeeper.controller.sources.kubernetes import opt_in_of
@@ -169,3 +172,33 @@ def test_the_tenant_is_the_pods_namespace_and_service_account_kept_by_the_cache(
     assert opt_in_of([slim_pod(pod), bare]).service_account == "default,trainer"
     assert tenant_tag("team-a", "trainer") != tenant_tag("team-a", "other")
     assert tenant_tag("team-a", "x")[:2] == tenant_tag("team-a", "y")[:2]
+
+
+def test_a_full_shard_with_every_tenant_field_fits_a_configmap() -> None:
+    t = T0 + timedelta(days=3650)
+    tag = tenant_tag("n" * 63, "s" * 253)
+    services = tuple(
+        hm.Service(job=hm.job_label(f"{'j' * 400}{k}"), since=t, last=t, windows=10**6,
+                   slow_windows=10**6, mean=0.123456, tenant=tag)
+        for k in range(hm.MAX_SERVICES_PER_GPU)
+    )  # fmt: skip
+    g = hm.GpuMemory(
+        first=t, last=t, factor=0.912345, learned=10**9,
+        bootstrap=tuple(0.912345 for _ in range(5)),
+        recent=tuple((t, 1.234567) for _ in range(hm.MAX_RECENT)),
+        weight=123456.789, slow_weight=123456.789, services=services,
+    )  # fmt: skip
+    g = replace(g, teacher=tag, agreed=(tag,) * hm.MAX_AGREED)
+    uuids = [f"GPU-{'f' * 70}{k:06d}" for k in range(hm.MAX_GPUS_PER_NODE)]
+    names: list[NodeName] = []
+    i = 0
+    while len(names) < hm.MAX_NODES_PER_SHARD:
+        name = f"{'n' * 240}-{i:012d}"
+        if hm.shard_of(name) == 0:
+            names.append(NodeName(name))
+        i += 1
+    nodes = {n: hm.NodeMemory(gpus=dict.fromkeys(uuids, g)) for n in names}
+    memory = hm.HardwareMemory(nodes=nodes)
+    body = json.dumps(hm.to_shards(memory, (0,))[0], sort_keys=True, separators=(",", ":"))
+    # The bound the memory's own test keeps (1 MiB, less room for key and metadata).
+    assert len(body.encode()) < 950_000, len(body)

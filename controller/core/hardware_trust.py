@@ -45,9 +45,9 @@ def tenant_tag(namespace: str, service_account: str) -> str:
 
 def tenant_of(view: JobView) -> str:
     """The tag of the job's tenant. Without a ServiceAccount (Ray, the simulator), the
-    namespace alone; without a namespace, the job key's."""
-    namespace = view.namespace if view.namespace is not None else view.key.partition("/")[0]
-    return tenant_tag(namespace, view.service_account or "")
+    namespace alone; without a namespace either, the one tenant of a runner that has no
+    API to ask (its Ray cluster or process is the boundary)."""
+    return tenant_tag(view.namespace or "", view.service_account or "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from harness import RunningServer
 from born_reports import born
+from harness import RunningServer
 from harness.objects import node, pod
 from reporter_helpers import CRD_PATH
 

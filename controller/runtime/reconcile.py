@@ -219,12 +219,13 @@ class Reconciler:
                 if obj is None:
                     obj = self.source.read_report_object(namespace, name)
                 # Created by us, or repaired, before anything in it is believed.
-                obj = self.birth.ensure(key, obj, self._pods_of_job(namespace, name))
-                if isinstance(obj, Later):
-                    logger.info("stragglerreport not settled", extra={"job": key, "why": obj.why})
+                born = self.birth.ensure(key, obj, self._pods_of_job(namespace, name))
+                if isinstance(born, Later):
+                    logger.info("stragglerreport not settled", extra={"job": key, "why": born.why})
                     return ReconcileResult(
                         recheck_at=self._clock() + timedelta(seconds=RETRY_SOON_S)
                     )
+                obj = born
                 if obj is None:
                     self.acting.pdb_blocked.pop(key, None)
                     with self._handed_lock:

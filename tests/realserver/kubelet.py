@@ -353,15 +353,17 @@ class ProcessKubelet:
         if not command:
             raise ValueError(f"container {spec['name']}: the stand-in needs a command (no images)")
         mounts = []
-        # A volume mounted over a folder that holds the volumes' sources (an emptyDir at
-        # /tmp) goes last, or it would hide the sources of the mounts after it.
-        home = self.directory.resolve()
-        ordered = sorted(
-            spec.get("volumeMounts") or [],
-            key=lambda m: home.is_relative_to(Path(m["mountPath"]).resolve()),
-        )
-        for mount in ordered:
+        # There is no image: the command runs from this checkout and its virtualenv, and
+        # reads the volumes' sources under self.directory. A volume over a folder holding
+        # any of those (an emptyDir at /tmp, with the checkout in /tmp) would hide them, so
+        # it is left out: the process then writes to the host's folder there.
+        needed = [
+            Path(p).resolve() for p in (sys.prefix, self.directory, Path(__file__).parents[2])
+        ]
+        for mount in spec.get("volumeMounts") or []:
             target = mount["mountPath"]
+            if any(path.is_relative_to(Path(target).resolve()) for path in needed):
+                continue
             # The mount point must exist to bind over it; a runtime makes it in the image.
             Path(target).mkdir(parents=True, exist_ok=True)
             source = shlex.quote(str(volumes[mount["name"]]))

@@ -139,6 +139,43 @@ class EventRecorder:
         self._told: dict[str, int] = {}
         """Aggregated Events posted by this process, by name: their count."""
 
+    def _event_body(
+        self,
+        involved: ObjectRef,
+        *,
+        name: str,
+        reason: str,
+        message: str,
+        event_type: EventType,
+        action: str,
+        provenance: Provenance,
+    ) -> Body:
+        stamp = _timestamp(provenance)
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": name,
+                "namespace": involved.namespace or CLUSTER_EVENTS_NAMESPACE,
+                "labels": {MANAGED_BY_LABEL: provenance.owner},
+                "annotations": {
+                    EVENT_JOB_ANNOTATION: provenance.job,
+                    EVENT_POLICY_ANNOTATION: provenance.policy,
+                },
+            },
+            "involvedObject": involved.to_api(),
+            "reason": reason,
+            "message": message,
+            "type": str(event_type),
+            "action": action,
+            "source": {"component": EVENT_COMPONENT},
+            "reportingComponent": EVENT_COMPONENT,
+            "reportingInstance": self._instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+
     def record(
         self,
         involved: ObjectRef,
@@ -151,31 +188,15 @@ class EventRecorder:
     ) -> bool:
         """Post the Event (once); False when it could not be posted."""
         namespace = involved.namespace or CLUSTER_EVENTS_NAMESPACE
-        stamp = _timestamp(provenance)
-        event: Body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": event_name(involved, action, provenance),
-                "namespace": namespace,
-                "labels": {MANAGED_BY_LABEL: provenance.owner},
-                "annotations": {
-                    EVENT_JOB_ANNOTATION: provenance.job,
-                    EVENT_POLICY_ANNOTATION: provenance.policy,
-                },
-            },
-            "involvedObject": involved.to_api(),
-            "reason": str(provenance.reason),
-            "message": message,
-            "type": str(event_type),
-            "action": str(action),
-            "source": {"component": EVENT_COMPONENT},
-            "reportingComponent": EVENT_COMPONENT,
-            "reportingInstance": self._instance,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
+        event = self._event_body(
+            involved,
+            name=event_name(involved, action, provenance),
+            reason=str(provenance.reason),
+            message=message,
+            event_type=event_type,
+            action=str(action),
+            provenance=provenance,
+        )
         if related is not None:
             event["related"] = related.to_api()
 
@@ -214,30 +235,15 @@ class EventRecorder:
         message = message[:1000]
         name = told_name(involved, event_type, reason, message)
         stamp = _timestamp(provenance)
-        event: Body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": {MANAGED_BY_LABEL: provenance.owner},
-                "annotations": {
-                    EVENT_JOB_ANNOTATION: provenance.job,
-                    EVENT_POLICY_ANNOTATION: provenance.policy,
-                },
-            },
-            "involvedObject": involved.to_api(),
-            "reason": reason,
-            "message": message,
-            "type": str(event_type),
-            "action": action,
-            "source": {"component": EVENT_COMPONENT},
-            "reportingComponent": EVENT_COMPONENT,
-            "reportingInstance": self._instance,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
+        event = self._event_body(
+            involved,
+            name=name,
+            reason=reason,
+            message=message,
+            event_type=event_type,
+            action=action,
+            provenance=provenance,
+        )
         tried: list[bool] = []
 
         def bump(count: int) -> None:

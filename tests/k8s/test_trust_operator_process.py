@@ -29,6 +29,7 @@ from operator_world import (
     taints,
 )
 from test_operator_process import FAST_POLICY, kubeconfig, operator_process, stop_all
+from test_trust_attacks import intrude
 
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.runtime.state_store import job_state_name
@@ -71,6 +72,8 @@ def attackers(k8s_server: RunningServer, k8s_api_client: Any) -> Iterator[dict[s
     setup_world(k8s_server)
     k8s_server.apply(node("infra-db"))
     custom = client.CustomObjectsApi(k8s_api_client)
+    for g in GHOSTS:  # made by someone with `create` (no reporter has it: issue 40)
+        intrude(k8s_api_client, g)
     ghosts = {g: KubernetesStatusSink(namespace=NAMESPACE, name=g, incarnation="g",
                                       api_client=k8s_api_client) for g in GHOSTS}  # fmt: skip
     job = sink(k8s_api_client)

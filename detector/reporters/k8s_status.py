@@ -119,9 +119,10 @@ def status_patch(previous: dict[str, Any] | None, status: dict[str, Any]) -> dic
 def new_object(
     namespace: str, name: str, report: ScoreReport, owner: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """The StragglerReport a reporter creates when its job has none yet; ``owner`` (the
-    reporting pod's controller: its Job, PyTorchJob, RayCluster, ...) makes Kubernetes
-    delete it with the job."""
+    """A StragglerReport for ``report``'s job, as a platform engineer might create one by
+    hand (the CRD's tests use it). The reporter itself never creates its report: the
+    controller does, bound to the job's workload (``controller/runtime/report_birth.py``,
+    issue 40); ``owner`` makes Kubernetes delete it with the job."""
     job: dict[str, Any] = {"platform": report.job.platform.value, "name": report.job.name}
     if report.job.namespace:
         job["namespace"] = report.job.namespace

@@ -15,6 +15,8 @@ from harness import RunningServer
 from job_env import pod_env
 from reporter_helpers import CRD_PATH
 
+from pacekeeper.controller.runtime.report_birth import born_object
+from pacekeeper.controller.sources.workloads import OwnerRef
 from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
 from pacekeeper.detector.score_report import ScoreReport
 
@@ -27,6 +29,9 @@ def test_a_restart_keeps_the_job_and_starts_a_new_incarnation(
     k8s_server: RunningServer, tmp_path: Path, fixed: str | None
 ) -> None:
     k8s_server.apply_yaml(CRD_PATH)
+    # The report as the controller creates it for the job (the reporter never does).
+    workload = OwnerRef("batch/v1", "Job", "elastic", "default", uid="uid-elastic")
+    k8s_server.apply(born_object("default", "elastic", workload))
     # torchrun's agent keeps one store for every attempt by default, and then the job's
     # own init_process_group can read a dead attempt's peer address and fail in a
     # restart (pytorch/pytorch#135712; about one restart in four here): torch's own

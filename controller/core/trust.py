@@ -6,8 +6,12 @@ node or pod a rank runs on is not: it would let a job choose what the controller
 cordons or evicts. Here the claims meet the API's own record of the job:
 
 - ``binding_of``: a report counts for a job only when the job's pods exist and the
-  report object is owned by the workload that controls them (the pods' controller, as
-  the reporter sets it). A report nobody's pods stand behind (a "ghost") is ignored.
+  report object is owned by the workload that controls them (the pods' controller, or
+  the outermost workload above them, as the controller sets it when it creates the
+  report). A report nobody's pods stand behind (a "ghost") is ignored.
+- ``birth_problem``: whether a report is bound exactly the way the controller creates it
+  (owned by the live workload, ``spec.job`` naming the job); anything else was made by
+  someone else and is repaired (``runtime/report_birth.py``).
 - ``place_report``: every rank's node (and pod, when named) must be where the API's live
   pods put it; every node a summary names must host a live pod of the job. One claim
   that does not match refuses the whole report: its writer is not telling the truth
@@ -79,9 +83,14 @@ def _controller_uid(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
-def binding_of(report_object: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Binding:
+def binding_of(
+    report_object: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]],
+    workload_uid: str | None = None,
+) -> Binding:
     """A StragglerReport is bound to its job when the job has pods and the report is
-    owned by the object that controls them (their Job, PyTorchJob, JobSet child Job...).
+    owned by the object that controls them (their Job, PyTorchJob, JobSet child Job...)
+    or by ``workload_uid``, the outermost controller above them (read from the API).
 
     Owner references are checked by uid, which the API assigns: a report cannot claim a
     workload by name. Its pods are found by the frameworks' job-name labels, so the
@@ -89,6 +98,8 @@ def binding_of(report_object: Mapping[str, Any], pods: Sequence[Mapping[str, Any
     if not pods:
         return Binding(False, "no pod carries this job's name: nothing stands behind the report")
     controllers = {uid for p in pods if (uid := _controller_uid(p)) is not None}
+    if workload_uid is not None and controllers:
+        controllers.add(workload_uid)
     owners = {
         str(ref["uid"])
         for ref in _meta(report_object).get("ownerReferences") or ()
@@ -99,6 +110,29 @@ def binding_of(report_object: Mapping[str, Any], pods: Sequence[Mapping[str, Any
     if not owners & controllers:
         return Binding(False, "the report's owner does not control the job's pods")
     return Binding(True, owner_uids=frozenset(owners & controllers))
+
+
+def expected_job(namespace: str, name: str) -> dict[str, str]:
+    """``spec.job`` of the job's report, as the controller writes it."""
+    return {"platform": "kubernetes", "namespace": namespace, "name": name}
+
+
+def birth_problem(report_object: Mapping[str, Any], workload_uid: str) -> str:
+    """Why ``report_object`` is not bound the way the controller creates reports ("" when
+    it is): owned by the live workload (by uid: a namesake or a guess does not count),
+    ``spec.job`` naming this very object's job, nothing in ``spec`` but the job. A report
+    made by anyone else may carry a ``spec.control`` of its maker's choosing."""
+    meta = _meta(report_object)
+    uids = {str(r.get("uid")) for r in meta.get("ownerReferences") or () if r.get("uid")}
+    if not uids:
+        return "the report has no ownerReference to the job's workload"
+    if workload_uid not in uids:
+        return "the report's ownerReference is not the live workload's uid"
+    spec = report_object.get("spec") or {}
+    job = expected_job(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    if spec.get("job") != job:
+        return f"spec.job is {spec.get('job')!r}, not {job!r}"
+    return ""
 
 
 def _node_of(pod: Mapping[str, Any]) -> str | None:

@@ -120,6 +120,15 @@ class ControllerMetrics:
             ["reason"],
             registry=r,
         )
+        self.reports_repaired = Counter(
+            "pacekeeper_reports_repaired",
+            "StragglerReports the controller found made by someone else and repaired: "
+            "recreated (not bound to the live workload) or controlReset (bound, spec.control "
+            "of its maker's choosing removed). Any rise means a pod created a report before "
+            "the controller did (docs/security.md).",
+            ["repair"],
+            registry=r,
+        )
         self.jobs = JobMetrics(max_jobs=max_jobs, idle_s=job_idle_s, clock=clock)
         r.register(self.jobs)
 

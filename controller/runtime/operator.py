@@ -39,6 +39,7 @@ from pacekeeper.controller.runtime.metrics_serving import (
     serve_metrics,
 )
 from pacekeeper.controller.runtime.reconcile import RETRY_SOON_S, Reconciler
+from pacekeeper.controller.runtime.report_birth import report_name_of
 from pacekeeper.controller.runtime.shutdown import RECONCILE_DRAIN_S, BlockingCalls, StopRequest
 from pacekeeper.controller.runtime.work_queue import WorkQueue
 from pacekeeper.controller.sources.kubernetes import DETECT_ANNOTATION, JOB_NAME_LABELS
@@ -90,6 +91,13 @@ def _job_of_pod(body: Any) -> JobKey | None:
         if labels.get(label):
             return JobKey(f"{meta.get('namespace')}/{labels[label]}")
     return None
+
+
+def _report_of_pod(body: Any) -> JobKey | None:
+    name = report_name_of(body)
+    if name is None:
+        return None
+    return JobKey(f"{(body.get('metadata') or {}).get('namespace')}/{name}")
 
 
 def connection_info(api_client: Any) -> Any:
@@ -203,8 +211,11 @@ def build_registry(
     async def _pod_event(*, event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
         if reconciler.cache is not None:
             reconciler.cache.put_pod(event.get("type"), body)
-        key = _job_of_pod(body)
-        if key is not None and "queue" in state:
+        if "queue" not in state:
+            return
+        # The job its report is named after (the controller creates that report), and the
+        # one the first job-name label names, which an existing report may be named by.
+        for key in {k for k in (_job_of_pod(body), _report_of_pod(body)) if k is not None}:
             queue().add(key, delay_s=1.0)  # pods come in bursts: let them settle
 
     @kopf.on.event("", "v1", "nodes", registry=registry)

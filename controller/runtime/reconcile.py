@@ -47,6 +47,7 @@ from pacekeeper.controller.core.trust import binding_of, place_report
 from pacekeeper.controller.runtime.acting import Acting, report_ref
 from pacekeeper.controller.runtime.conditions import conditions_of, verdict_of
 from pacekeeper.controller.runtime.metrics import ControllerMetrics
+from pacekeeper.controller.runtime.report_birth import Later, ReportBirth
 from pacekeeper.controller.runtime.state_store import (
     DECISIONS_KEPT,
     JobRecord,
@@ -183,7 +184,12 @@ class Reconciler:
         self._cluster_lock = threading.Lock()
         """Held from loading the cluster state to saving it: one decision at a time."""
         self.acting = Acting(self.actuators, self.metrics, clock)
-        self.telling = WorkloadTeller(self.actuators, WorkloadResolver(api_client), clock)
+        self.resolver = WorkloadResolver(api_client)
+        self.telling = WorkloadTeller(self.actuators, self.resolver, clock)
+        self.birth = ReportBirth(
+            api_client, self.store, self.resolver, self.actuators,
+            metrics=self.metrics, clock=clock,
+        )  # fmt: skip
         self.cache = cache
         self._handed: dict[JobKey, list[Decision]] = {}
         """Decisions about another job than the one reconciled (the cluster pass notices a
@@ -212,6 +218,14 @@ class Reconciler:
                 obj = report_object
                 if obj is None:
                     obj = self.source.read_report_object(namespace, name)
+                # Created by us, or repaired, before anything in it is believed.
+                born = self.birth.ensure(key, obj, self._pods_of_job(namespace, name))
+                if isinstance(born, Later):
+                    logger.info("stragglerreport not settled", extra={"job": key, "why": born.why})
+                    return ReconcileResult(
+                        recheck_at=self._clock() + timedelta(seconds=RETRY_SOON_S)
+                    )
+                obj = born
                 if obj is None:
                     self.acting.pdb_blocked.pop(key, None)
                     with self._handed_lock:
@@ -270,7 +284,8 @@ class Reconciler:
             if e.status == 409:
                 return None
             raise
-        binding = binding_of(obj, pods)
+        workload = self.resolver.top_owner(pods)
+        binding = binding_of(obj, pods, workload.uid if workload is not None else None)
         if not binding.bound and record.state is None:
             return self._unbound(key, obj, record, binding.problem, now)
 

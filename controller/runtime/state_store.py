@@ -56,6 +56,10 @@ logger = logging.getLogger(__name__)
 STATE_CONFIGMAP = "pacekeeper-state"
 STATE_KEY = "state.json"
 DECISIONS_KEY = "decisions.json"
+REPORT_UID_KEY = "reportUid"
+"""The uid of the job's StragglerReport that this controller created (or repaired and
+took over): the record ``report_birth`` trusts, where no job can write. The report's own
+``pacekeeper.dev/created-by`` annotation is for people; its creator could forge it."""
 SINCE_KEY = "jobStateSince"
 """When this version first ran against the cluster: reports created before it may hand
 their ``status.controller.state`` over; none created after may."""
@@ -166,6 +170,8 @@ class JobRecord:
     """None: no ConfigMap yet (the next save creates it)."""
     migrated: bool = False
     """The state was taken over from an old release's ``status.controller``."""
+    report_uid: str | None = None
+    """The uid of the report the controller created or took over (``REPORT_UID_KEY``)."""
 
     def with_decisions(self, decisions: Sequence[Decision]) -> list[dict[str, Any]]:
         return (self.decisions + [d.to_dict() for d in decisions])[-DECISIONS_KEPT:]
@@ -383,7 +389,9 @@ class StateStore:
             records = json.loads(data.get(DECISIONS_KEY) or "[]")
         except (StateError, json.JSONDecodeError) as e:
             raise StateError(f"ConfigMap {self.namespace}/{name} ({key}): {e}") from e
-        return JobRecord(key, state, list(records), None if rv is None else str(rv))
+        uid = data.get(REPORT_UID_KEY) or None
+        return JobRecord(key, state, list(records), None if rv is None else str(rv),
+                         report_uid=uid)  # fmt: skip
 
     def _migrated(self, key: JobKey, obj: Mapping[str, Any] | None) -> JobRecord:
         legacy = (((obj or {}).get("status") or {}).get("controller") or {}).get("state")
@@ -409,6 +417,8 @@ class StateStore:
     ) -> JobRecord:
         """Write the job's ConfigMap with the version it was read at (409 propagates)."""
         data = {DECISIONS_KEY: json.dumps(list(records), sort_keys=True)}
+        if record.report_uid is not None:
+            data[REPORT_UID_KEY] = record.report_uid
         if state is not None:
             data[STATE_KEY] = json.dumps(job_state_to_wire(record.key, state), sort_keys=True)
         try:
@@ -420,7 +430,8 @@ class StateStore:
         except Exception:
             self.forget(record.key)
             raise
-        saved = JobRecord(record.key, state, [dict(r) for r in records], rv)
+        saved = JobRecord(record.key, state, [dict(r) for r in records], rv,
+                          report_uid=record.report_uid)  # fmt: skip
         if self.reuse_reads and rv is not None:
             with self._jobs_lock:
                 self._jobs[record.key] = saved

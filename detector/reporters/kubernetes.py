@@ -1,12 +1,14 @@
 """The Kubernetes transport: the job's StragglerReport, its status patched per report.
 
-Uses the official ``kubernetes`` client (imported on first send). The first send reads
-the object, creating it when missing (409 from a racing creator is fine); every send
-then merge-patches ``status`` with the reporter's keys only (see ``k8s_status``). A
-created object is owned by the reporting pod's controller (read from the pod), so it
-goes when the job goes. The pod needs a namespaced Role with get/create on
-``stragglerreports``, patch on ``stragglerreports/status`` and get on ``pods``
-(docs/manifests/reporter-role.yaml); without the last, the object has no owner.
+Uses the official ``kubernetes`` client (imported on first send). The controller creates
+the report, bound to the job's workload, as soon as it sees an opted-in pod; the reporter
+never creates it (docs/transports.md says why: RBAC cannot limit ``create`` by name, so
+a Role that could create this report could create any other job's, issue 40). The first
+send reads the object; while it does not exist yet the report waits in the publisher's
+queue and is retried with backoff, with one line now and then saying what it waits for.
+Every send then merge-patches ``status`` with the reporter's keys only (see
+``k8s_status``). The pod needs a namespaced Role with get on ``stragglerreports`` and
+patch on ``stragglerreports/status`` (docs/manifests/reporter-role.yaml), nothing more.
 
 All I/O runs on the publisher's thread with short timeouts and no client-level retries
 (the publisher owns retrying), so an API server that errors or never answers costs the
@@ -27,11 +29,16 @@ from .k8s_status import (
     PLURAL,
     VERSION,
     build_status,
-    new_object,
     status_patch,
 )
+from .log_throttle import LogThrottle, more_since
 
 logger = logging.getLogger(__name__)
+
+
+class ReportNotCreated(Exception):
+    """The job's StragglerReport does not exist yet: the controller creates it. Retryable:
+    the publisher keeps the report and tries again with backoff."""
 
 
 class KubernetesStatusSink:
@@ -48,7 +55,9 @@ class KubernetesStatusSink:
         connect_timeout_s: float = 3.0,
         read_timeout_s: float = 10.0,
         pod_name: str | None = None,
+        log_throttle: LogThrottle | None = None,
     ) -> None:
+        """``pod_name``: this pod, named in log lines."""
         if not namespace or not name:
             raise ValueError(
                 "kubernetes reporter needs the job's namespace and name "
@@ -66,7 +75,8 @@ class KubernetesStatusSink:
         self._api: Any = None
         self._previous: dict[str, Any] | None = None
         self._known = False
-        """True once the object is known to exist (read or created)."""
+        """True once the object is known to exist."""
+        self._waiting_log = log_throttle or LogThrottle()
         # Import now, at initialize: importing the client takes a second or two of CPU,
         # which on the publisher thread would hold the GIL against the training loop.
         import kubernetes.client  # noqa: F401
@@ -86,7 +96,7 @@ class KubernetesStatusSink:
 
         api = self._custom_objects()
         if not self._known:
-            self._ensure_object(api, report)
+            self._ensure_object(api)
         try:
             obj = api.patch_namespaced_custom_object_status(
                 GROUP,
@@ -99,7 +109,7 @@ class KubernetesStatusSink:
                 _request_timeout=self._timeout,
             )
         except ApiException as e:
-            if e.status == 404:  # deleted under us: create again on the next attempt
+            if e.status == 404:  # deleted under us (or being repaired): read it again
                 self._known = False
                 self._previous = None
             elif e.status == 422:  # the server's schema refused our status: not retryable
@@ -129,7 +139,7 @@ class KubernetesStatusSink:
         spec = obj.get("spec") if isinstance(obj, dict) else None
         return spec.get("control") if isinstance(spec, dict) else None
 
-    def _ensure_object(self, api: Any, report: ScoreReport) -> None:
+    def _ensure_object(self, api: Any) -> None:
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -140,58 +150,23 @@ class KubernetesStatusSink:
         except ApiException as e:
             if e.status != 404:
                 raise
-            owner = self._owner()
-            try:
-                obj = api.create_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, PLURAL,
-                    new_object(self.namespace, self.object_name, report, owner),
-                    _request_timeout=self._timeout,
-                )  # fmt: skip
+            # Never created here: only the controller makes a report bound to the job
+            # from its birth. Till then the report waits, and a line says so now and then.
+            held_back = self._waiting_log.admit("waiting")
+            if held_back is not None:
                 logger.info(
-                    "stragglerreport created",
-                    extra={
-                        "namespace": self.namespace,
-                        "object": self.object_name,
-                        "owner": None if owner is None else f"{owner['kind']}/{owner['name']}",
-                    },
-                )
-            except ApiException as e2:
-                if e2.status != 409:
-                    raise
-                obj = None  # someone else made it first; its status is unknown but ours soon
+                    "waiting for the controller to create StragglerReport %s/%s%s",
+                    self.namespace, self.object_name, more_since(held_back),
+                    extra={"namespace": self.namespace, "object": self.object_name,
+                           "pod": self.pod_name},
+                )  # fmt: skip
+            raise ReportNotCreated(
+                f"StragglerReport {self.namespace}/{self.object_name} does not exist yet: "
+                "the pacekeeper controller creates it for an opted-in job "
+                '(pod annotation pacekeeper.dev/detect: "true")'
+            ) from e
         self._previous = _status_of(obj)
         self._known = True
-
-    def _owner(self) -> dict[str, str] | None:
-        """This pod's controller (its Job, PyTorchJob, JobSet's Job, RayCluster...), or
-        None when there is no pod name, no controller, or the pod cannot be read (the
-        Role lacks get on pods): the report is then created without an owner."""
-        if not self.pod_name:
-            return None
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            core = client.CoreV1Api(self._custom_objects().api_client)  # one connection pool
-            pod = core.read_namespaced_pod(
-                self.pod_name, self.namespace, _request_timeout=self._timeout
-            )
-        except ApiException as e:
-            logger.warning(
-                "stragglerreport owner unknown: the pod could not be read",
-                extra={"pod": self.pod_name, "status": e.status, "reason": e.reason},
-            )
-            return None
-        meta = pod.metadata
-        for ref in (meta.owner_references if meta is not None else None) or ():
-            if ref.controller:
-                return {
-                    "apiVersion": ref.api_version,
-                    "kind": ref.kind,
-                    "name": ref.name,
-                    "uid": ref.uid,
-                }
-        return None
 
     def _custom_objects(self) -> Any:
         if self._api is None:

@@ -130,3 +130,31 @@ def test_the_controllers_state_configmaps_are_granted_in_its_own_namespace_only(
     ]  # fmt: skip
     # Nothing cluster-wide reaches ConfigMaps: a job's namespace stays out of reach.
     assert not [o for o in objects if o["kind"] == "ClusterRole" and "configmaps" in str(o)]
+
+
+def _verbs_of(role: dict[str, Any], resource: str) -> set[str]:
+    return {
+        verb
+        for rule in role["rules"]
+        if "pacekeeper.dev" in rule.get("apiGroups", []) and resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_reports_are_created_by_the_controller_and_never_by_a_jobs_role() -> None:
+    """Issue 40: `create` cannot be limited by name, so a job that may create its report may
+    create another job's first. Only the controller creates (and repairs: deletes) them;
+    the job's Role reads its report and patches the status subresource, never the report
+    itself, whose spec.control is the controller's and humans'."""
+    objects = render(FEATURES["reporter-rbac"])
+    roles = [o for o in objects if o["kind"] in RBAC_KINDS]
+    reporters = [o for o in roles if "reporter" in o["metadata"]["name"]]
+    assert reporters
+    for role in reporters:
+        assert _verbs_of(role, "stragglerreports") == {"get"}, role["metadata"]["name"]
+        assert _verbs_of(role, "stragglerreports/status") == {"patch"}
+        assert not [r for r in role["rules"] if "pods" in r["resources"]]
+    ours = [o for o in roles if o not in reporters]
+    assert {"create", "delete", "patch"} <= set().union(
+        *(_verbs_of(o, "stragglerreports") for o in ours)
+    )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from born_reports import born
 from harness import RunningServer
 from harness.objects import node, pod
 from reporter_helpers import CRD_PATH
@@ -131,7 +132,9 @@ def reconciler(api_client: Any, clock: Clock, mode: str = "enforce") -> Reconcil
 
 
 def sink(api_client: Any) -> KubernetesStatusSink:
-    """Rank 0's reporter: it reads its own pod to make the job's Job own the report."""
+    """Rank 0's reporter, its report created as the controller creates it on seeing the
+    job's opted-in pods (``setup_world`` first)."""
+    born(api_client, NAMESPACE, JOB, controller_ns=CONTROLLER_NS)
     return KubernetesStatusSink(
         namespace=NAMESPACE, name=JOB, incarnation="inc-1", api_client=api_client,
         pod_name=f"{JOB}-0",

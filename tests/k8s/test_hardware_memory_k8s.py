@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from born_reports import born
 from harness import RunningServer
 from harness.objects import node, pod
 from operator_world import CONTROLLER_NS, NAMESPACE, Clock, taints
@@ -110,6 +111,7 @@ def reconciler(api_client: Any, clock: Clock) -> Reconciler:
 def run(  # noqa: PLR0917 - the world, the job, and how it runs
     rec: Reconciler, api_client: Any, clock: Clock, job: str, steps: int, slow: float
 ) -> None:
+    born(api_client, NAMESPACE, job, controller_ns=CONTROLLER_NS)  # as the controller makes it
     sink = KubernetesStatusSink(
         namespace=NAMESPACE, name=job, incarnation="inc-1", api_client=api_client,
         pod_name=f"{job}-0",

@@ -1,5 +1,6 @@
 """The Kubernetes reporter against the API harness, over real HTTP with the official
-client: create-if-missing, merge-patched status, faults and outages that never reach
+client: a report the controller created (the reporter waits for it, never creates it),
+merge-patched status, faults and outages that never reach
 the training loop."""
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import yaml
 from harness import Fault, RunningServer, client_configuration, eventually
 from reporter_helpers import CRD_PATH
 
+from pacekeeper.controller.runtime.report_birth import born_object
 from pacekeeper.controller.simulation.synthetic import synthetic_report
+from pacekeeper.controller.sources.workloads import OwnerRef
 from pacekeeper.detector.reporters import Backoff, Publisher, make_publisher
 from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
 from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
@@ -44,9 +47,19 @@ def _job(name: str = "llm") -> JobIdentity:
     return JobIdentity(platform=Platform.KUBERNETES, namespace="default", name=name)
 
 
-def _publisher(server: RunningServer, name: str = "llm", **sink: Any) -> Publisher:
+def _made(server: RunningServer, name: str = "llm") -> None:
+    """The report as the controller creates it for the job's workload."""
+    server.apply(born_object("default", name, OwnerRef("batch/v1", "Job", name, "default",
+                                                        uid=f"uid-{name}")))  # fmt: skip
+
+
+def _publisher(
+    server: RunningServer, name: str = "llm", *, made: bool = True, **sink: Any
+) -> Publisher:
     import kubernetes
 
+    if made:
+        _made(server, name)
     api_client = kubernetes.client.ApiClient(client_configuration(server.url))
     return Publisher(
         KubernetesStatusSink(
@@ -95,6 +108,7 @@ def test_four_gloo_ranks_report_into_the_stragglerreport_status(
         "SLOW_RANK": "3",
         "RESULT_FILE": str(tmp_path / "result.json"),
     }
+    _made(server, "gloo-job")
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone",
          "--nproc-per-node=4", str(GLOO_JOB)],
@@ -110,7 +124,7 @@ def test_four_gloo_ranks_report_into_the_stragglerreport_status(
     relative = {r.rank: r.section_relative["compute"] for r in report.ranks}
     assert min(relative, key=lambda rank: relative[rank]) == 3
     assert status["stragglers"] >= 1 and 3 in status["stragglerRanks"]
-    assert len(server.history.find(verb="create", plural=PLURAL, status=201)) == 1
+    assert server.history.find(verb="create", plural=PLURAL) == []
     patches = server.history.find(verb="patch", plural=PLURAL, subresource="status")
     assert [p.status for p in patches] == [200, 200, 200]
     assert {p.content_type for p in patches} == {"application/merge-patch+json"}
@@ -141,7 +155,7 @@ def test_existing_object_keeps_the_controllers_status_and_loses_stale_scores(
             "status": {"controller": {"mode": "observe"}, "worstScore": 0.1},
         }
     )
-    pub = _publisher(server)
+    pub = _publisher(server, made=False)  # the object above is the one
     pub.submit(synthetic_report(job=_job(), sequence=0))
     pub.submit(synthetic_report(job=_job(), sequence=1, gpu=False))
     assert pub.flush(timeout_s=30)
@@ -157,7 +171,6 @@ def test_api_errors_are_retried_counted_and_logged_once(
     server: RunningServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.inject(Fault(status=500, times=3, verb="patch", subresource="status"))
-    server.inject(Fault(status=409, times=1, verb="create", plural=PLURAL))
     pub = _publisher(server)
     with caplog.at_level(logging.INFO, logger="pacekeeper.detector.reporters"):
         pub.submit(synthetic_report(job=_job()))
@@ -165,11 +178,10 @@ def test_api_errors_are_retried_counted_and_logged_once(
     stats = pub.stats()
     pub.close()
     assert _status(server) is not None
-    # The 409 on create is fine; the object it claimed is missing, so one patch is a 404.
     assert stats.published == 1 and stats.rejected == 0
-    assert stats.errors_by_cause == {"HTTP 500": 3, "HTTP 404": 1}
+    assert stats.errors_by_cause == {"HTTP 500": 3}
     failed = [r for r in caplog.records if r.getMessage() == "report delivery failed, will retry"]
-    assert [r.levelno for r in failed] == [logging.WARNING, logging.WARNING]  # once per cause
+    assert [r.levelno for r in failed] == [logging.WARNING]  # once per cause
     assert "report delivery recovered" in caplog.messages
 
 
@@ -232,6 +244,7 @@ def test_make_publisher_wires_kubernetes_from_environment_only(
     }
     import kubernetes
 
+    _made(server, "from-env")
     pub = make_publisher(
         None, env=env, api_client=kubernetes.client.ApiClient(client_configuration(server.url))
     )
@@ -254,69 +267,24 @@ def test_report_with_a_non_kubernetes_identity_is_refused_naming_both(
     assert "StragglerReport default/llm, report.job is 'local:llm'" in (stats.last_error or "")
 
 
-def _owned_pod(server: RunningServer, name: str) -> None:
-    server.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": "default",
-                "ownerReferences": [
-                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u-0"},
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": "llm",
-                        "uid": "u-job",
-                        "controller": True,
-                    },
-                ],
-            },
-            "spec": {"containers": [{"name": "trainer", "image": "trainer"}]},
-        }
-    )
-
-
-def _metadata(server: RunningServer, name: str = "llm") -> dict[str, Any]:
-    obj = server.read(API_VERSION, "StragglerReport", name, "default")
-    assert obj is not None
-    return dict(dict(obj)["metadata"])
-
-
-def test_the_created_report_is_owned_by_the_reporting_pods_controller(
-    server: RunningServer,
+def test_the_reporter_never_creates_its_report_it_waits_says_so_and_reports_once_made(
+    server: RunningServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # So Kubernetes deletes the report with its job (the job's controller, not the pod).
-    _owned_pod(server, "llm-worker-0")
-    pub = _publisher(server, pod_name="llm-worker-0")
-    pub.submit(synthetic_report(job=_job(), world_size=4))
-    assert pub.flush(timeout_s=30)
+    # A Role that could create this report could create any other job's first (issue 40):
+    # only the controller creates it, bound to the job's workload.
+    pub = _publisher(server, made=False, pod_name="llm-worker-0")
+    with caplog.at_level(logging.INFO, logger="pacekeeper.detector.reporters"):
+        pub.submit(synthetic_report(job=_job(), sequence=1))
+        eventually(lambda: pub.stats().send_errors >= 3, timeout_s=20)
+        assert pub.stats().errors_by_cause.keys() == {"ReportNotCreated"}
+        assert pub.stats().queue_depth == 1  # kept, not dropped: it goes once the report is
+        _made(server)
+        assert pub.flush(timeout_s=20)
+    stats = pub.stats()
     pub.close()
-    assert _metadata(server)["ownerReferences"] == [
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "name": "llm",
-            "uid": "u-job",
-            "blockOwnerDeletion": False,
-        }
-    ]
-    assert _status(server) is not None
-
-
-@pytest.mark.parametrize("refusal", [403, 404])
-def test_a_pod_that_cannot_be_read_leaves_the_report_unowned_but_written(
-    server: RunningServer, refusal: int, caplog: pytest.LogCaptureFixture
-) -> None:
-    # 403: the Role lacks get on pods; 404: HOSTNAME is not the pod's name.
-    _owned_pod(server, "llm-worker-0")
-    server.inject(Fault(status=refusal, times=1, verb="get", plural="pods"))
-    pub = _publisher(server, pod_name="llm-worker-0")
-    with caplog.at_level(logging.WARNING):
-        pub.submit(synthetic_report(job=_job(), world_size=4))
-        assert pub.flush(timeout_s=30)
-    pub.close()
-    assert "ownerReferences" not in _metadata(server)
-    assert _status(server) is not None
-    assert "stragglerreport owner unknown" in caplog.text
+    assert stats.published == 1 and stats.rejected == 0
+    assert server.history.find(verb="create", plural=PLURAL) == []
+    assert _status(server) is not None and _status(server)["sequence"] == 1  # type: ignore[index]
+    waiting = [m for m in caplog.messages if m.startswith("waiting for the controller")]
+    # Said once, not at every retry (rate-limited).
+    assert waiting == ["waiting for the controller to create StragglerReport default/llm"]

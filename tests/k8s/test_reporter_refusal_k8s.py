@@ -9,7 +9,9 @@ import pytest
 from harness import Fault, RunningServer, client_configuration
 from reporter_helpers import CRD_PATH
 
+from pacekeeper.controller.runtime.report_birth import born_object
 from pacekeeper.controller.simulation.synthetic import synthetic_report
+from pacekeeper.controller.sources.workloads import OwnerRef
 from pacekeeper.detector.reporters import Backoff, Publisher
 from pacekeeper.detector.reporters.k8s_status import PLURAL
 from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
@@ -22,6 +24,9 @@ def test_422_on_status_is_printed_with_object_status_and_api_message(
     import kubernetes
 
     k8s_server.apply_yaml(CRD_PATH)
+    # The report as the controller creates it (the reporter never does).
+    k8s_server.apply(born_object("default", "llm", OwnerRef("batch/v1", "Job", "llm", "default",
+                                                             uid="uid-llm")))  # fmt: skip
     k8s_server.inject(
         Fault(
             status=422,

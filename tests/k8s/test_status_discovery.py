@@ -16,6 +16,7 @@ import typer
 from harness import RunningServer
 from operator_world import (
     JOB,
+    JOB_OWNER,
     NAMESPACE,
     NODES,
     POLICY_YAML,
@@ -35,6 +36,9 @@ from pacekeeper.controller.cli.app import app
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.policy import Thresholds
 from pacekeeper.controller.runtime.reconcile import Reconciler
+from pacekeeper.controller.runtime.report_birth import born_object
+from pacekeeper.controller.sources.workloads import OwnerRef
+from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
 
 KEY = JobKey(f"{NAMESPACE}/{JOB}")
 INSTALLED_NS = "pacekeeper-system"
@@ -153,7 +157,12 @@ def test_status_without_any_controller_says_so_instead_of_no_decision_yet(
     k8s_server: RunningServer, k8s_api_client: Any, kc: Path
 ) -> None:
     setup_world(k8s_server, mode_annotation="observe")
-    sink(k8s_api_client).send(report(0, Clock()(), {5: 0.5}))
+    # Made as a controller makes it, by one no longer installed: it left nothing behind.
+    k8s_server.apply(born_object(NAMESPACE, JOB, OwnerRef("batch/v1", "Job", JOB, NAMESPACE,
+                                                          uid=JOB_OWNER["uid"])))  # fmt: skip
+    out = KubernetesStatusSink(namespace=NAMESPACE, name=JOB, incarnation="i",
+                               api_client=k8s_api_client)  # fmt: skip
+    out.send(report(0, Clock()(), {5: 0.5}))
     (row,) = _json(["status", "kubernetes", "--kubeconfig", str(kc)])
     assert row["controller_found"] is False and row["verdict"] is None
     # No controller's word on it: the pods' own annotation says what holds the mode.

@@ -116,8 +116,27 @@ def _ghost(api_client: Any, name: str, slow_node: str, clock: Clock, seq: int) -
         job=JobIdentity(platform=Platform.KUBERNETES, namespace=NAMESPACE, name=name),
         sequence=seq, generated_at=clock(), window_s=30.0, ranks=ranks,
     )  # fmt: skip
+    if seq == 0:  # made by someone with `create` (no reporter has it any more)
+        intrude(api_client, name)
     KubernetesStatusSink(namespace=NAMESPACE, name=name, incarnation="g", api_client=api_client,
                          ).send(ghost)  # fmt: skip
+
+
+def intrude(api_client: Any, name: str, **fields: Any) -> dict[str, Any]:
+    """A StragglerReport created by someone other than the controller: ``fields`` go
+    into the body (``metadata``, ``spec``)."""
+    from kubernetes import client
+
+    body: dict[str, Any] = {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "StragglerReport",
+        "metadata": {"name": name, "namespace": NAMESPACE, **fields.get("metadata", {})},
+        "spec": {"job": {"platform": "kubernetes", "namespace": NAMESPACE, "name": name},
+                 **fields.get("spec", {})},
+    }  # fmt: skip
+    out: dict[str, Any] = client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        GROUP, VERSION, NAMESPACE, PLURAL, body
+    )
+    return out
 
 
 def test_ghost_reports_touch_nothing_keep_no_state_and_leave_the_budget_to_real_jobs(
@@ -166,11 +185,13 @@ def controller_status_of(server: RunningServer, name: str) -> dict[str, Any]:
     return dict((obj.get("status") or {}).get("controller") or {})
 
 
-def test_a_report_claiming_a_job_whose_owner_uid_it_does_not_have_is_ignored(
+def test_a_report_owned_by_a_lookalike_of_the_job_is_recreated_bound_and_its_claims_dropped(
     k8s_server: RunningServer, k8s_api_client: Any
 ) -> None:
     """Pods named after a job, a report that names the same job but is owned by a
-    lookalike (same kind and name, another uid): not bound, never decided on."""
+    lookalike (same kind and name, another uid): the controller did not make it, so it
+    is deleted and made again, owned by the job's real workload; nothing it said is
+    decided on."""
     setup_world(k8s_server)
     k8s_server.apply(
         pod("other-0", node_name="n2", owner={"kind": "Job", "name": "other", "uid": "uid-1"},
@@ -190,9 +211,16 @@ def test_a_report_claiming_a_job_whose_owner_uid_it_does_not_have_is_ignored(
         GROUP, VERSION, NAMESPACE, PLURAL, "other", custom_patch,
         _content_type="application/merge-patch+json",
     )  # fmt: skip
+    forged_uid = k8s_server.read("pacekeeper.dev/v1alpha1", "StragglerReport", "other",
+                                 namespace=NAMESPACE)["metadata"]["uid"]  # fmt: skip
     result = rec.reconcile_job(JobKey(f"{NAMESPACE}/other"))
-    assert [d.reason.value for d in result.decisions] == ["UnboundReport"]
-    assert "does not control" in str(result.decisions[0].evidence["problem"])
+    assert [d.reason.value for d in result.decisions] == ["StaleData"]  # no report yet
+    now = k8s_server.read("pacekeeper.dev/v1alpha1", "StragglerReport", "other",
+                          namespace=NAMESPACE)  # fmt: skip
+    assert now["metadata"]["uid"] != forged_uid
+    assert [r["uid"] for r in now["metadata"]["ownerReferences"]] == ["uid-1"]
+    assert "report" not in (now.get("status") or {})
+    assert _marked(k8s_server, NODES) == []
 
 
 def test_a_job_rewriting_the_controller_status_changes_neither_state_nor_decisions(

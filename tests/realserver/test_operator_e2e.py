@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from e2e_world import World, fast_policy
+import kubernetes
+from e2e_world import GROUP, PLURAL, VERSION, World, fast_policy
 
 from pacekeeper.controller.core.marks import TAINT_KEY
+from pacekeeper.controller.runtime.report_birth import born_object
+from pacekeeper.controller.sources.workloads import OwnerRef
 
 LADDER = ("notify", "taintNode", "cordonNode")
 REPORT_EVERY_S = 0.5
@@ -146,6 +149,13 @@ def test_stale_reports_never_act_and_fresh_ones_do(make_world: Callable[[str], W
     job = world.job("llama", world.nodes(3))
     world.install(actions=LADDER, policy=fast_policy({step: {} for step in LADDER}))
     slow_node = job.node_of_rank(5)
+    # The report as a controller creates it (issue 40), so the old reports are there
+    # before this one starts: the stale data is the first it sees.
+    workload = OwnerRef("batch/v1", "Job", job.name, job.namespace, uid=job.uid)
+    born = born_object(job.namespace, job.name, workload)
+    kubernetes.client.CustomObjectsApi(world.cluster.admin).create_namespaced_custom_object(
+        GROUP, VERSION, job.namespace, PLURAL, born
+    )
     reporters = world.publish({}, every_s=REPORT_EVERY_S)
     publishing = reporters.add(job, {5: 0.3})
     publishing.age_s = 60.0  # older than persistence.maxReportAgeS (20 s) when sent

@@ -1,11 +1,15 @@
-"""Report interval: NVRx's phase (multiples of the count), agreed on the slowest rank,
-keeps adapting unless asked not to."""
+"""Report interval: NVRx's estimate and first phase, agreed on the slowest rank; keeps
+adapting unless asked not to, each gap counted from the previous report."""
 
 from __future__ import annotations
 
-import pytest
+import random
+from itertools import pairwise
 
-from pacekeeper.detector.interval import IntervalTracker
+import pytest
+import torch
+
+from pacekeeper.detector.interval import IntervalTracker, ReportIntervalTracker
 
 
 class Clock:
@@ -100,9 +104,10 @@ def test_fixed_interval_agrees_once_like_nvrx() -> None:
     assert tracker.step_times == []  # NVRx stops measuring once it has its count
 
 
-def test_elapsed_is_always_current_iter_modulo_iter_interval() -> None:
+def test_fixed_count_reports_on_its_multiples_like_nvrx() -> None:
     clock = Clock()
-    tracker = IntervalTracker(1.0, 1, lambda v: v, clock)
+    tracker = ReportIntervalTracker(1.0, 1, lambda v: v, clock)
+    assert tracker.adaptive is False  # NVRx's class: one estimate
     steps = [0.1] * 40 + [0.37] * 40 + [0.05] * 80
     for dt in steps:
         clock.now += dt
@@ -110,7 +115,91 @@ def test_elapsed_is_always_current_iter_modulo_iter_interval() -> None:
         iv = tracker.iter_interval
         expected = iv is not None and tracker.current_iter % iv == 0
         assert tracker.is_interval_elapsed() == expected
-        if tracker.current_iter <= tracker.INTERVAL_ESTIMATION_ITERS:
-            assert iv is None
-        else:
-            assert iv is not None
+        assert (iv is None) == (tracker.current_iter <= tracker.INTERVAL_ESTIMATION_ITERS)
+
+
+def test_estimate_is_torch_s_lower_median_truncated_like_nvrx() -> None:
+    # NVRx's test_estimate: the first 8 of the 16 steps also sleep 40 ms. torch.median
+    # is the lower middle (10 ms), so the count is int(0.5 / 0.0101) = 49; the mean of
+    # the two middles (30 ms) would give 16 or 17, three times as many reports.
+    clock = Clock()
+    tracker = ReportIntervalTracker(0.5, 1, lambda v: v, clock)
+    _run(tracker, clock, [0.0501] * 8 + [0.0101] * 8 + [0.0101] * 100)
+    assert tracker.iter_interval == 49
+    assert tracker.step_times == []
+
+
+class NvrxTracker:
+    """NVRx's ReportIntervalTracker as its source reads, for reference: 16 step times,
+    then ``int(max(time_interval / torch.median(float32 steps), profiling_interval))``
+    once; reports at the multiples of that count."""
+
+    def __init__(self, time_interval: float) -> None:
+        self.time_interval, self.current_iter = time_interval, 0
+        self.iter_interval: int | None = None
+        self.prev: float | None = None
+        self.steps: list[float] = []
+
+    def iter_increase(self, now: float) -> None:
+        self.current_iter += 1
+        if self.iter_interval is None:
+            if self.prev is not None:
+                self.steps.append(now - self.prev)
+                if len(self.steps) == 16:
+                    med = torch.median(torch.tensor(self.steps, dtype=torch.float32))
+                    self.iter_interval = int(max((self.time_interval / med).item(), 1))
+            self.prev = now
+
+    def is_interval_elapsed(self) -> bool:
+        iv = self.iter_interval
+        return iv is not None and self.current_iter % iv == 0
+
+
+def _jittery(n: int, step: float, seed: int, jitter: float = 0.05) -> list[float]:
+    rng = random.Random(seed)
+    return [step * (1 + rng.uniform(-jitter, jitter)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_adaptive_cadence_matches_nvrx_on_jittery_steps(seed: int) -> None:
+    # The issue's case: 3,000 steps of 8 ms +-5%, interval 0.5 s. A count that changed
+    # took effect at the next multiple of the absolute iteration, so gaps of 24 ms came.
+    steps, interval = _jittery(3000, 0.008, seed), 0.5
+    clock = Clock()
+    ours = IntervalTracker(interval, 1, lambda v: v, clock)
+    nvrx = NvrxTracker(interval)
+    times: list[float] = []
+    nvrx_reports = 0
+    for dt in steps:
+        clock.now += dt
+        ours.iter_increase()
+        nvrx.iter_increase(clock.now)
+        nvrx_reports += nvrx.is_interval_elapsed()
+        if ours.is_interval_elapsed():
+            times.append(clock.now)
+    gaps = [b - a for a, b in pairwise(times)]
+    assert min(gaps) >= interval / 2
+    # Every gap is the interval to within a few steps, as NVRx's fixed count gives.
+    assert all(abs(g - interval) <= 4 * 0.008 for g in gaps), gaps
+    assert abs(len(times) - nvrx_reports) <= 0.05 * nvrx_reports, (len(times), nvrx_reports)
+
+
+def test_a_new_count_never_shortens_the_next_gap() -> None:
+    # Step time 8.1 ms then 8.0 ms: the count goes 61 -> 62; the report after the change
+    # comes 62 iterations after the previous one, not at the next multiple of 62.
+    clock = Clock()
+    tracker = IntervalTracker(0.5, 1, lambda v: v, clock)
+    elapsed = _run(tracker, clock, [0.0081] * 130 + [0.0080] * 200)
+    gaps = [b - a for a, b in pairwise(elapsed)]
+    assert set(gaps) <= {61, 62} and 61 in gaps and 62 in gaps
+    assert gaps == sorted(gaps)  # 61 until the window is all 8.0 ms steps, then 62
+
+
+def test_retune_counts_the_new_interval_from_the_latest_report() -> None:
+    clock = Clock()
+    tracker = IntervalTracker(1.0, 1, lambda v: v, clock)
+    elapsed = _run(tracker, clock, [0.1] * 30)
+    assert elapsed == [20, 30]
+    tracker.retune(0.5, 1)
+    assert tracker.iter_interval == 5
+    assert _run(tracker, clock, [0.1] * 20) == [35, 40, 45, 50]

@@ -69,19 +69,17 @@ def test_control_is_exchanged_only_when_every_rank_can_tell() -> None:
         control_mode("sometimes", None, {})
 
 
-def test_a_retuned_interval_takes_effect_from_the_next_iteration() -> None:
+def test_a_retuned_interval_counts_from_the_report_that_applied_it() -> None:
     clock = iter(i * 0.01 for i in range(10_000))
     tracker = IntervalTracker(0.1, 1, clock=lambda: next(clock))
-    for _ in range(17):
+    for _ in range(20):
         tracker.iter_increase()
-    assert tracker.iter_interval == 10
+    assert tracker.iter_interval == 10 and tracker.is_interval_elapsed()
     tracker.retune(0.5, 1)
-    assert tracker.iter_interval == 10  # the current iteration keeps its count
-    tracker.iter_increase()
-    assert tracker.iter_interval == 50
+    assert tracker.iter_interval == 50 and tracker.next_report_iter == 70
+    assert tracker.is_interval_elapsed()  # the current report stands
     tracker.retune(0, 4)
-    tracker.iter_increase()
-    assert tracker.iter_interval == 4
+    assert tracker.iter_interval == 4 and tracker.next_report_iter == 24
 
 
 def test_a_torchrun_restart_is_a_new_incarnation_of_the_same_job(

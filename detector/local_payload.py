@@ -24,6 +24,7 @@ from .baselines import RecentBest
 from .collectives import WAIT_NS
 from .payload import MAX_NAMES, NAME_REFRESH_REPORTS, KeyIds, RankPayload
 from .reports import RankInfo, Statistic, summary_statistics
+from .tails import RecentTail
 from .topology import Topology
 
 if TYPE_CHECKING:
@@ -86,6 +87,8 @@ class PayloadBuilder:
         self._comm_verdicts: dict[str, bool] = {}  # per run: the pattern may change
         self.section_baselines = RecentBest(settings.baseline_windows, settings.max_sections)
         self.kernel_baselines = RecentBest(settings.baseline_windows, 4 * settings.max_kernel_keys)
+        self.section_tails = RecentTail(max_keys=settings.max_sections)
+        """Each section's recent window times, slow ones too (``sectionTail``)."""
         self.key_ids = KeyIds()
         self.sent_kernel_names: set[int] = set()
         self.kernel_counts: dict[str, int] = kernel_counts(None)
@@ -123,6 +126,8 @@ class PayloadBuilder:
         sec_med = np.array([s.work_median_ns for s in sections], dtype=np.float64)
         sec_base = self.section_baselines.update_many(sec_names, sec_med)
         sec_ind = scoring.individual_scores(sec_med, sec_base)
+        tails = self.section_tails.update(sec_names, sec_med.tolist())
+        sec_tail = dict(zip(sec_names, tails, strict=True))
         sec_ids = self.key_ids.ids(sec_names)
         names = dict(zip(sec_ids.tolist(), sec_names, strict=True))
         sec_summ = {s.name: summary_statistics(s, 1e-6) for s in sections}
@@ -170,6 +175,7 @@ class PayloadBuilder:
             group=self.topology.group,
             coords=self.topology.coords,
             probe=probe,
+            section_tail=sec_tail,
         )
         payload = RankPayload(
             info, sec_ids, sec_med, sec_ind, ker_ids, ker_med, ker_tot, gpu_ind, names

@@ -139,6 +139,8 @@ class RankInfo:
     """The UUID of the rank's GPU (``identity.gpu_uuid``); None on CPU-only ranks."""
     probe: ProbeResult | None = None
     """The confirmation probe this rank ran for the report (``probe``), if asked."""
+    section_tail: Mapping[str, float] | None = None
+    """Per section, this rank's tail score over its recent windows (``tails``)."""
 
 
 def summary_statistics(s: Any, scale: float) -> dict[Statistic, float]:
@@ -211,6 +213,7 @@ def to_score_report(
                 coords=dict(info.coords) if info.coords else None,
                 gpu_uuid=info.gpu_uuid,
                 probe=None if info.probe is None else _probe_evidence(info.probe),
+                section_tail=_tails(info.section_tail),
             )
         )
     if kernel_timing is None:
@@ -232,6 +235,14 @@ def to_score_report(
 def report_fields() -> list[str]:
     """``Report``'s field names in order (tests and docs pin them to NVRx's)."""
     return [f.name for f in dataclasses.fields(Report)]
+
+
+def _tails(tails: Mapping[str, float] | None) -> dict[str, float | None] | None:
+    """The measured tail scores (NaN: too few windows yet, left out); None: none."""
+    if not tails:
+        return None
+    kept = {name: v for name, v in tails.items() if _score(v) is not None}
+    return kept or None
 
 
 def _probe_evidence(result: ProbeResult) -> ProbeEvidence:

@@ -19,6 +19,11 @@ reports it, ``GPU-…``), so the controller can remember how a GPU scored agains
 peers across jobs and restarts. It is the job's claim: the controller keys what it
 remembers by the node the API places the rank on, never by the report's word alone.
 Version 1 and 2 reports still read, without it.
+
+Version 4 adds each rank's tail statistic (``sectionTail``: per section, its median over
+its second-highest window time in the last ten windows, ``scoring.tail_score``), so the
+controller sees a rank slow one window in three, which every window's median hides.
+Older reports still read, without it.
 """
 
 from __future__ import annotations
@@ -43,10 +48,10 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped on any change a reader of an older version would misread. 2: per-rank
 ``group``, ``coords``, ``waitShare``; ``summary.peers`` in the bounded form. 3: per-rank
-``gpuUuid``."""
+``gpuUuid``. 4: per-rank ``sectionTail``."""
 
 K8S_STATUS_MAX_BYTES = 256 * 1024
 """Kubernetes status form must stay under this (etcd objects are limited to ~1.5 MiB and
@@ -204,6 +209,15 @@ class RankScores(_Model):
     """The UUID of the GPU this rank ran on (v3; None: no GPU, or not known)."""
     probe: ProbeEvidence | None = None
     """The confirmation probe, in the report that answers a request (v3)."""
+    section_tail: dict[str, Score] | None = None
+    """Per section, the rank's tail score over its recent windows (v4; None: not
+    measured, or too few windows yet). Not a ``worst_score``: policies judge it only
+    when they say so (``score.tail``)."""
+
+    def worst_tail(self) -> float | None:
+        """Lowest tail score of any section, or None without any."""
+        values = [v for v in (self.section_tail or {}).values() if v is not None]
+        return min(values) if values else None
 
     def worst_score(self) -> float | None:
         """Lowest score of any kind on this rank, or None when nothing was measured."""
@@ -249,7 +263,7 @@ class PeerSummary(_Model):
     ranks: int = Field(ge=0)
     spreads: dict[str, Spread] = Field(default_factory=dict)
     """By ``score_key``: ``gpuRelative``, ``gpuIndividual``, ``sectionRelative/<name>``,
-    ``sectionIndividual/<name>``."""
+    ``sectionIndividual/<name>``, ``sectionTail/<name>`` (v4)."""
 
 
 def score_key(kind: str, section: str | None = None) -> str:
@@ -384,10 +398,7 @@ class ScoreReport(_Model):
         if len(self.to_json()) <= max_bytes:
             return self
         # Worst first; unmeasured ranks last. Rank breaks ties so the cut is stable.
-        order = sorted(
-            self.ranks,
-            key=lambda r: (math.inf if (w := r.worst_score()) is None else w, r.rank),
-        )
+        order = sorted(self.ranks, key=_compaction_order)
         base = self.model_copy(update={"ranks": [], "truncated": True})
         budget = max_bytes - len(base.to_json()) - 16
         kept: list[RankScores] = []
@@ -399,6 +410,13 @@ class ScoreReport(_Model):
             budget -= size
         kept.sort(key=lambda r: r.rank)
         return base.model_copy(update={"ranks": kept})
+
+
+def _compaction_order(r: RankScores) -> tuple[float, int]:
+    """Worst first by its lowest score or tail (a rank slow only in its tail must stay
+    listed); unmeasured ranks last; rank breaks ties so the cut is stable."""
+    lows = [v for v in (r.worst_score(), r.worst_tail()) if v is not None]
+    return (min(lows) if lows else math.inf, r.rank)
 
 
 class ReportRejected(ValueError):
@@ -481,6 +499,8 @@ def _scores_of(r: RankScores) -> Iterable[tuple[str, float | None]]:
         yield score_key("sectionRelative", name), v
     for name, v in r.section_individual.items():
         yield score_key("sectionIndividual", name), v
+    for name, v in (r.section_tail or {}).items():
+        yield score_key("sectionTail", name), v
 
 
 def _spread(values: list[float]) -> Spread:

@@ -310,7 +310,10 @@ class SectionTable:
             if wait:
                 # Same places as the samples (both rings are written at one index).
                 waits = np.array(section.waits[: len(samples)], dtype=np.int64)
-                work = max(0.0, float(np.median(np.array(samples, np.int64) - waits)))
+                works = np.sort(np.array(samples, np.int64) - waits)
+                # The median as the section's own (torch's lower middle): with no
+                # waits the work is exactly the section's MED.
+                work = max(0.0, float(works[(len(works) - 1) // 2]))
             out.append(
                 SectionSummary(name, mn, mx, med, mean, std, num, dropped, float(wait), work)
             )

@@ -60,7 +60,9 @@ class RingBuffer:
 def summarize_ns(
     samples_ns: npt.NDArray[np.int64],
 ) -> tuple[float, float, float, float, float, int]:
-    """(min, max, median, mean, std, num) of samples in ns; std is NaN for one sample."""
+    """(min, max, median, mean, std, num) of samples in ns, as NVRx's CPU sections
+    (torch): the median is torch.median's, the lower of the two middle values of an
+    even count; std is torch.std's (Bessel's correction, n - 1), NaN for one sample."""
     n = int(samples_ns.size)
     if n == 0:
         nan = float("nan")
@@ -68,8 +70,7 @@ def summarize_ns(
     # One sort gives min, max and median: np.median and np.std cost ~20 us each in
     # fixed overhead, more than all of this on the few samples a section has per window.
     x = np.sort(samples_ns.astype(np.float64))
-    mid = n // 2
-    median = float(x[mid]) if n % 2 else (float(x[mid - 1]) + float(x[mid])) / 2
+    median = float(x[(n - 1) // 2])
     mean = float(x.sum()) / n
     d = x - mean
     std = math.sqrt(float(d @ d) / (n - 1)) if n > 1 else float("nan")
@@ -93,8 +94,7 @@ def summarize_list(samples_ns: list[int]) -> tuple[float, float, float, float, f
         nan = float("nan")
         return nan, nan, nan, nan, nan, 0
     x = sorted(samples_ns)
-    mid = n // 2
-    median = float(x[mid]) if n % 2 else (float(x[mid - 1]) + float(x[mid])) / 2
+    median = float(x[(n - 1) // 2])
     mean = float(sum(x)) / n
     std = math.sqrt(math.fsum((v - mean) ** 2 for v in x) / (n - 1)) if n > 1 else float("nan")
     return float(x[0]), float(x[-1]), median, mean, std, n

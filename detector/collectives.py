@@ -165,32 +165,66 @@ def uninstall() -> None:
         _installed.clear()
 
 
+_WATCHED = "__pacekeeper_ddp_watched__"
+
+
+class _HookState:
+    """What the detector's DDP hook needs: the group to reduce over, and the job's own
+    hook when the job registers one after ours (DDP keeps one hook only: ours stays and
+    calls the job's)."""
+
+    __slots__ = ("group", "user", "user_state")
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+        self.user: Callable[[Any, Any], Any] | None = None
+        self.user_state: Any = None
+
+
 def watch_ddp(model: Any, process_group: Any = None) -> bool:
     """Time the wait at the end of each DDP backward: register a communication hook
     that all-reduces and averages every bucket, as DDP's default does, and marks when
-    the last bucket is ready (``DDP_READY_NS``). False (logged) when ``model`` already
-    has a hook of its own: DDP takes one hook only, and the user's is kept."""
+    the last bucket is ready (``DDP_READY_NS``). A hook the job registers later on
+    ``model`` runs inside ours (its ``register_comm_hook`` is taken over on the
+    instance). True when ``model`` is watched (also when it was already); False (logged)
+    when it already has a hook of its own: DDP takes one hook only, and the job's is kept."""
+    if getattr(model, _WATCHED, False):
+        return True
+    state = _HookState(process_group)
     try:
-        model.register_comm_hook(process_group, _ddp_mean_hook)
+        model.register_comm_hook(state, _ddp_mean_hook)
     except RuntimeError as exc:  # DDP allows one hook: "...can only be called once"
         logger.warning(
             "DDP model already has a communication hook; its backward wait is not timed",
             extra={"error": str(exc)[:200]},
         )
         return False
+    # Plain attributes on the instance (nn.Module keeps non-tensor values in __dict__).
+    object.__setattr__(model, _WATCHED, True)
+    object.__setattr__(model, "register_comm_hook", functools.partial(_adopt, model, state))
     return True
 
 
-def _ddp_mean_hook(process_group: Any, bucket: Any) -> Any:
+def _adopt(model: Any, state: _HookState, user_state: Any, hook: Any) -> None:
+    """The job's ``register_comm_hook`` on a watched model: its hook runs inside ours."""
+    if state.user is not None:
+        raise RuntimeError("register_comm_hook can only be called once")  # DDP's own rule
+    model._check_comm_hook(hook)
+    state.user, state.user_state = hook, user_state
+
+
+def _ddp_mean_hook(state: Any, bucket: Any) -> Any:
     import torch.distributed as dist
 
-    group = process_group if process_group is not None else dist.group.WORLD
-    size = dist.get_world_size(group)
-    buffer = bucket.buffer()
     if bucket.is_last():
         # This rank's own backward compute is done: from here to the end of the section
         # that holds the backward, it waits for its peers (``SectionHandle.__exit__``).
         DDP_READY_NS[0] = perf_counter_ns()
+    if state.user is not None:
+        return state.user(state.user_state, bucket)
+    group = state.group if state.group is not None else dist.group.WORLD
+    size = dist.get_world_size(group)
+    buffer = bucket.buffer()
     # The raw process-group call, past our wrappers: this is DDP's own traffic.
     work = getattr(dist.all_reduce, _WRAPPED, dist.all_reduce)(buffer, group=group, async_op=True)
     return work.get_future().then(lambda fut: fut.value()[0].div_(size))

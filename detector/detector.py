@@ -254,6 +254,7 @@ class Detector:
             run.time_collectives = time_collectives
             if time_collectives:
                 _time_collectives(run.guard)
+            report_cycle.discover(run, at_start=True)
             try:
                 if cls.gather_on_rank0 and _is_reporter(run):
                     cls._publisher = _install_reporter(cls, reporter)

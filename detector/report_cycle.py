@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import gather
+from . import gather, topology_discovery
 from .payload import MAX_NAMES, RankPayload, score_payloads
 from .reports import Report, to_score_report
 from .score_report import JobIdentity, KernelTiming, ScoreReport
@@ -60,6 +60,7 @@ def generate(
     info = guard.call("report.group", run.refresh, None)
     if info is None:
         return None
+    discover(run)
     control = run.control
     # False: disabled (or enabled at this report); None: the broadcast failed, and the
     # gather on the same group would fail too.
@@ -158,6 +159,23 @@ def generate(
         return made[0]
 
     return report, once
+
+
+def discover(run: RunState, *, at_start: bool = False) -> None:
+    """The job's layout and DDP models, found without a call (``topology_discovery``):
+    at ``initialize`` a walk over the job's objects; at a report, the layout (cached)."""
+    if not topology_discovery.enabled():
+        return
+    found = topology_discovery.of_run(run.payloads)
+    found.watch_ddp = run.time_collectives
+    if at_start:
+        run.guard.call("topology.scan", found.scan, None)
+        return
+    topology = run.guard.call(
+        "topology.discover", lambda: found.at_report(run.payloads.topology), None
+    )
+    if topology is not None:
+        run.payloads.topology = topology
 
 
 def notify(guard: Guard, listeners: Iterable[ReportListener], score_report: ScoreReport) -> None:

@@ -16,19 +16,20 @@ rank, with ``Detector.set_topology`` in one of these forms:
 * ``group=``: a name for the role, when ranks that do the same work share it.
 
 Several forms may be given together; a dimension given twice must agree. The result
-travels in each rank's payload into its ``RankScores.group`` / ``coords``.
+travels in each rank's payload into its ``RankScores.group`` / ``coords``. A job that
+calls nothing gets the layout found for it (``topology_discovery``); ``set_topology``
+overrides that.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .score_report import MAX_COORD_VALUE, MAX_COORDS
+from .topology_partition import NAME as _NAME
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 _GROUP_MAX = 128
 
 
@@ -36,6 +37,9 @@ _GROUP_MAX = 128
 class Topology:
     group: str | None = None
     coords: Mapping[str, int] | None = None
+    found: bool = False
+    """Discovered by the detector (``topology_discovery``), not given by the job: a
+    later discovery may replace it, never what ``set_topology`` gave."""
 
 
 def topology_of(

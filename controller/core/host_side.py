@@ -19,6 +19,13 @@ Two rules keep it to the machine:
   of the node, and half of its listed ranks, slow on the host side. One rank slower in
   a section is the job's own work (rank 0 logs, one rank writes the checkpoint), which
   no node action mends.
+
+With ``one_rank`` (``score.hostSideOneRank``) a rank alone on its node counts too when
+its host side became slow: the same section is also below ``act`` against the rank's
+own recent past (its individual score), so it is a change, not work the rank always
+did (rank 0's logging scores 1.0 against its own past). Its GPU is fine and its node's
+other ranks are: the rank's process is the finding (``attribution`` makes it a rank
+finding, and the ladder's ``restartRank`` its remedy), never the node.
 """
 
 from __future__ import annotations
@@ -45,9 +52,11 @@ def host_scores(
     act: float,
     k: float | None,
     gpu_ratio: F64 | None = None,
+    one_rank: bool = False,
 ) -> F64:
     """Per listed rank (report order), its host score where it is a host-side straggler
-    (below ``act``, its GPU not slow, its node agreeing); NaN elsewhere."""
+    (below ``act``, its GPU not slow, its node agreeing, or with ``one_rank`` its own
+    past agreeing); NaN elsewhere."""
     n = len(ranks)
     out = np.full(n, np.nan)
     if n < 2:
@@ -78,7 +87,28 @@ def host_scores(
     below = np.bincount(node, weights=slow, minlength=len(index))
     agree = below >= np.maximum(MIN_NODE_RANKS, np.ceil(listed / 2))
     keep = slow & agree[node]
+    if one_rank:
+        with np.errstate(invalid="ignore"):
+            slow_sections = judged < act
+        keep |= slow & _changed(ranks, names, slow_sections, act)
     out[keep] = host[keep]
+    return out
+
+
+def _changed(
+    ranks: Sequence[RankScores], names: Sequence[str], slow: np.ndarray, act: float
+) -> np.ndarray:
+    """Per rank: some section slow against its peers (``slow``, ranks x ``names``) is
+    also below ``act`` against the rank's own past (``sectionIndividual``); a rank
+    without individual scores never is (nothing says its host side changed)."""
+    out = np.zeros(len(ranks), dtype=np.bool_)
+    for i in np.flatnonzero(slow.any(axis=1)).tolist():
+        own = ranks[i].section_individual
+        for j in np.flatnonzero(slow[i]).tolist():
+            v = own.get(names[j])
+            if v is not None and v < act:
+                out[i] = True
+                break
     return out
 
 

@@ -68,7 +68,7 @@ from typing import Any, assert_never
 import numpy as np
 import numpy.typing as npt
 
-from pacekeeper.controller.core import host_side
+from pacekeeper.controller.core import host_side, tail
 from pacekeeper.controller.core.peer_stats import F64, Groups, against
 from pacekeeper.controller.core.policy import Policy, Reference, ScoreKind
 from pacekeeper.controller.core.rank_columns import any_given
@@ -123,6 +123,8 @@ class Judged:
     computed."""
     host_side: dict[int, float] = field(default_factory=dict)
     """Rank -> host score: judged by its host side (``score.hostSide``, ``host_side``)."""
+    tail: dict[int, float] = field(default_factory=dict)
+    """Rank -> tail against its peers': slow in its tail (``score.tail``, ``tail``)."""
     waits_timed: bool = False
     """Some listed rank carries a wait share (read once here; ``attribution`` asks too)."""
 
@@ -156,13 +158,18 @@ def judge(
     )
     ratio = None if gpu is None else _as_list(gpu.ratio)
     host: dict[int, float] = {}
+    tails: dict[int, float] = {}
     if relative:
         values, reported = _peer_relative(ranks, policy, groups, summaries, gpu, report.truncated)
         if gpu is not None and sel.kind is ScoreKind.GPU_INDIVIDUAL:
             values = gpu.checked(values, groups, summaries, act, k)
         if sel.host_side:
             ratios = None if gpu is None else gpu.ratio
-            values, host = _with_host_side(ranks, values, groups, summaries, act, k, ratios)
+            values, host = _with_host_side(
+                ranks, values, groups, summaries, act, k, ratios, sel.host_side_one_rank
+            )
+        if sel.tail is not None:
+            values, tails = tail.with_tail(ranks, values, groups, summaries, sel.tail, act=act)
     else:
         values = np.fromiter((_nan(get(r)) for r in ranks), dtype=np.float64, count=len(ranks))
         reported = values.copy()
@@ -170,7 +177,7 @@ def judge(
         if not relative:
             return Judged(values, gpu_ratio=ratio)
         below = _below(ranks, reported, act)
-        return Judged(values, reported_below=below, gpu_ratio=ratio, host_side=host)
+        return Judged(values, reported_below=below, gpu_ratio=ratio, host_side=host, tail=tails)
     wait = np.fromiter((_nan(r.wait_share) for r in ranks), dtype=np.float64, count=len(ranks))
     # The busy share is a time (longer is slower): its inverse is compared like a score.
     with np.errstate(divide="ignore"):
@@ -199,7 +206,7 @@ def judge(
             values[i] = q[i] if not math.isfinite(v) else min(v, q[i])
     named = {rank: round(float(q[i]), 4) for rank, i in culprits.items()}
     below = _below(ranks, reported, act) - victims.keys()
-    return Judged(values, victims, named, frozenset(below), ratio, host, waits_timed=True)
+    return Judged(values, victims, named, frozenset(below), ratio, host, tails, waits_timed=True)
 
 
 def _needs_gpu_peers(cal: GpuCalibration, kind: ScoreKind) -> bool:
@@ -218,13 +225,15 @@ def _with_host_side(  # noqa: PLR0917 (the ranks, their peers, and how to judge 
     act: float,
     k: float | None,
     gpu_ratio: F64 | None = None,
+    one_rank: bool = False,
 ) -> tuple[F64, dict[int, float]]:
     """``values`` (GPU scores) lowered to the host score of each host-side straggler;
-    ``gpu_ratio``: the GPU ratios when the memory of hardware computed them already."""
+    ``gpu_ratio``: the GPU ratios when the memory of hardware computed them already;
+    ``one_rank``: a rank alone on its node counts (``score.hostSideOneRank``)."""
     with np.errstate(invalid="ignore"):
         gpu_slow = values < act
     hs = host_side.host_scores(
-        ranks, groups, summaries, gpu_slow, act=act, k=k, gpu_ratio=gpu_ratio
+        ranks, groups, summaries, gpu_slow, act=act, k=k, gpu_ratio=gpu_ratio, one_rank=one_rank
     )
     with np.errstate(invalid="ignore"):
         lower = np.isfinite(hs) & ~(values <= hs)

@@ -48,6 +48,7 @@ from .policy_safety import (
     unsafe_settings,
     zero_budget_problems,
 )
+from .policy_tail import TailRule, selector_problem
 from .policy_types import (
     DISRUPTIVE_ACTIONS,
     LADDER_ORDER,
@@ -111,6 +112,7 @@ __all__ = [
     "ScoreKind",
     "ScoreSelector",
     "Seconds",
+    "TailRule",
     "TaintEffect",
     "TaintStep",
     "Thresholds",
@@ -155,6 +157,13 @@ class ScoreSelector(PolicyModel):
     its node, half of those listed, are slow so (a host is shared: one rank slower is the
     job's own work, rank 0's logging). A slow data loader or a busy CPU then counts
     against the node, never its GPU."""
+    host_side_one_rank: Bool = False
+    """With hostSide: a rank alone on its node counts too when its host side became slow
+    (also against its own past) and its GPU is fine: its process is the finding
+    (``restartRank``), never the node (``policy_tail``)."""
+    tail: TailRule | None = None
+    """Also judge each rank by its tail statistic against its peers' (``TailRule``): a
+    rank slow a few windows in ten, which every window's median hides (null: not)."""
 
     @model_validator(mode="after")
     def _section_matches_kind(self) -> Self:
@@ -177,6 +186,14 @@ class ScoreSelector(PolicyModel):
                 f"(got kind {self.kind.value}, reference {self.reference.value}): the other "
                 "kinds judge the sections themselves"
             )
+        problem = selector_problem(
+            reference_peers=self.reference is Reference.PEER_MEDIAN,
+            host_side=self.host_side,
+            one_rank=self.host_side_one_rank,
+            tail=self.tail,
+        )
+        if problem:
+            raise ValueError(problem)
         return self
 
 

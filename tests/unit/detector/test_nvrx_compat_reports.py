@@ -103,3 +103,24 @@ def test_name_mapper_numbers_sections_from_zero_and_keeps_their_ids() -> None:
     Detector.shutdown()
     Detector.initialize(kernel_timing="none")
     assert Detector.reporter.name_mapper.id_to_section_name == {}  # a new run starts over
+
+
+def test_nvrx_s_documented_submodules_hold_the_same_names() -> None:
+    # NVRx's API pages document straggler.reporting, .statistics and .straggler; its
+    # tests import straggler.interval_tracker.
+    from pacekeeper.detector.interval_tracker import ReportIntervalTracker
+    from pacekeeper.detector.reporting import Report, ReportGenerator
+    from pacekeeper.detector.reporting import StragglerId as ReportingStragglerId
+    from pacekeeper.detector.statistics import Statistic
+
+    assert (Report, ReportingStragglerId, Statistic) == (
+        straggler.Report,
+        straggler.StragglerId,
+        straggler.Statistic,
+    )
+    assert straggler.reporting.Report is straggler.straggler.Report
+    assert isinstance(Detector.reporter, ReportGenerator)
+    tracker = straggler.interval_tracker.ReportIntervalTracker(time_interval=0.5)
+    assert isinstance(tracker, ReportIntervalTracker)
+    assert tracker.INTERVAL_ESTIMATION_ITERS == 16 and tracker.iter_interval is None
+    assert tracker.adaptive is False  # NVRx's class estimates once

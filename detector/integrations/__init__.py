@@ -1,7 +1,8 @@
 """The detector inside training frameworks: one module per framework.
 
 * ``lightning``: ``StragglerDetectionCallback``, a PyTorch Lightning callback taking
-  the arguments of the one NVRx shipped until 0.6;
+  the arguments of NVRx's (``nvidia_resiliency_ext.ptl_resiliency``, deprecated
+  since 2026-03);
 * ``huggingface``: ``StragglerDetectionCallback``, a Transformers ``TrainerCallback``;
 * ``ray_train``: ``detect_stragglers``, for the workers of a Ray Train ``TorchTrainer``,
   reporting to the ScoreBoard, and the driver's reads of it;

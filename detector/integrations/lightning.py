@@ -1,9 +1,12 @@
 """PyTorch Lightning: ``StragglerDetectionCallback``, with the arguments of NVRx's.
 
-NVRx shipped a Lightning callback of this name (``nvidia_resiliency_ext.ptl_resiliency``)
-until it removed the package in 0.6; code that built it keeps working with
-``from pacekeeper.detector.integrations.lightning import StragglerDetectionCallback``:
-the same ten arguments, positions and defaults, the same behaviour. At ``setup`` it
+NVRx ships a Lightning callback of this name
+(``nvidia_resiliency_ext.ptl_resiliency.StragglerDetectionCallback``), deprecated since
+2026-03 with the rest of its Lightning package (importing it warns). That path lies
+outside NVRx's straggler package, so no import swap reaches it: code that built it
+writes ``from pacekeeper.detector.integrations.lightning import
+StragglerDetectionCallback`` and keeps the same ten arguments, positions and defaults,
+and the same behaviour. At ``setup`` it
 starts the Detector and times ``trainer.strategy.training_step`` (the forward pass and
 loss of each batch; backward and its all-reduce stay outside, so a rank that waits for
 others does not look slow); after every training batch it reports when the interval has

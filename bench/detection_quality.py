@@ -1,12 +1,16 @@
-"""Detection quality, pacekeeper vs NVRx's rules, per scenario at 1,024 and 16,384 ranks.
+"""Detection quality, pacekeeper vs NVRx's rules.
+
+By default over *sampled* scenarios (``bench/_sampled_quality.py``: noise families x
+faults, parameters and seeds drawn from a hash of the scenario index, ``--policy PATH``
+repeatable, ``--quick`` for tests). With ``--presets``, the named scenarios below:
 
 Every scenario runs through the simulator (controller/simulation), the real detector
 scoring and the real decision core; NVRx's published rule (0.75 on all four scores as
 NVRx defaults, 0.75 on GPU scores only, and 0.7 on GPU scores as NeMo recipes use) is
 scored on the same traces. Prints a table and writes bench/results/detection_quality.json.
 
-    .venv/bin/python bench/detection_quality.py [--ranks 1024 16384] [--seeds 2] [--jobs 1]
-        [--suite all|original|issue18] [--ddp-overlap] [--no-collective-timing]
+    .venv/bin/python bench/detection_quality.py --presets [--ranks 1024 16384] [--seeds 2]
+        [--jobs 1] [--suite all|original|issue18] [--ddp-overlap] [--no-collective-timing]
         [--no-gpu-uuid]
 
 The simulated job times its collectives as the detector does by default (sections
@@ -26,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -198,6 +203,12 @@ def print_goals(
 
 
 def main() -> None:
+    if "--presets" not in sys.argv[1:]:
+        from _sampled_quality import main as sampled_main
+
+        sampled_main(sys.argv[1:])
+        return
+    sys.argv.remove("--presets")
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, nargs="+", default=[1024, 16384])
     ap.add_argument("--seeds", type=int, default=2)

@@ -51,6 +51,10 @@ class Fault:
     the extra CPU time per step as a share of the step (0.1 = 0.2 s of a 2 s step)."""
     throttle_on_s: float = 30.0
     throttle_off_s: float = 150.0
+    throttle_period_s: float = 0.0
+    """Throttling on a clock instead of the on/off chain: slow for ``throttle_on_s``
+    at the start of every ``throttle_period_s`` from ``start_s`` (2 min in every 6:
+    120 and 360); 0: the chain."""
     ramp_s: float = 0.0
     """Seconds over which the slowdown grows linearly to its full size (0: at once)."""
     host_section: str = field(default="forward_backward")
@@ -65,6 +69,11 @@ class Fault:
             raise ValueError(f"fault.start_s must be >= 0, got {self.start_s}")
         if self.ramp_s < 0:
             raise ValueError(f"fault.ramp_s must be >= 0, got {self.ramp_s}")
+        if self.throttle_period_s and not 0 < self.throttle_on_s < self.throttle_period_s:
+            raise ValueError(
+                f"fault.throttle_on_s {self.throttle_on_s:g} must be inside its period "
+                f"{self.throttle_period_s:g}"
+            )
         if self.host_section not in HOST_SECTIONS:
             raise ValueError(
                 f"fault.host_section {self.host_section!r}: one of {', '.join(HOST_SECTIONS)}"
@@ -144,6 +153,9 @@ def step_effects(
             case FaultKind.SLOW_GPU | FaultKind.SLOW_NODE:
                 # 1.0 exactly where the fault is off: earlier traces stay bit for bit.
                 comp[idx] *= 1.0 + f.level_at(t)[None, :]
+            case FaultKind.THROTTLING if f.throttle_period_s > 0:
+                on = (t >= f.start_s) & ((t - f.start_s) % f.throttle_period_s < f.throttle_on_s)
+                comp[idx] *= 1.0 + f.slowdown * on[None, :]
             case FaultKind.THROTTLING:
                 comp[idx] *= 1.0 + f.slowdown * throttle.states(idx, t, f, rng)
             case FaultKind.SLOW_LINK:

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pacekeeper.controller.simulation.faults import Fault, FaultKind, Throttle, step_effects
+from pacekeeper.controller.simulation.noise_families import NoiseFamily, NoiseProcess
 from pacekeeper.controller.simulation.pauses import JobPause, pause_times
 from pacekeeper.controller.simulation.waits import Pipeline, synchronise
 from pacekeeper.cupti_ext.sampling import sample_every_for
@@ -236,7 +237,10 @@ class JobSimulator:
         seed: int = 0,
         exact_kernels: bool = False,
         pauses: tuple[JobPause, ...] = (),
+        noise: NoiseFamily | None = None,
     ) -> None:
+        """``noise``: a noise family on top of the model's (its own random stream; its
+        drift is the caller's to apply to ``params``: ``NoiseFamily.apply``)."""
         if ranks < 1:
             raise ValueError(f"ranks must be >= 1, got {ranks}")
         self.p = params or ModelParams()
@@ -265,6 +269,7 @@ class JobSimulator:
         # Pauses draw from their own stream: adding them leaves every other draw alone.
         self._pause_rng = np.random.default_rng([seed, 0x9A05E])
         self._static = self._draw_static()
+        self._noise = None if noise is None else NoiseProcess(noise, ranks, self.p.step_s, seed)
         if self.p.kernel_sample_every is not None and self.p.kernel_sample_every < 1:
             raise ValueError(f"kernel_sample_every must be >= 1, got {self.p.kernel_sample_every}")
         self.kernel_sample_every = self.p.kernel_sample_every or sample_every_for(
@@ -338,10 +343,16 @@ class JobSimulator:
         effects = step_effects(self.faults, n, t, step_s=p.step_s, throttle=self._throttle, rng=rng)
         comp_fault, comm_fault = effects.compute, effects.comm
         jitter = 1.0 + p.step_jitter_cv * rng.standard_normal((n, steps))
+        extra = None if self._noise is None else self._noise.draw(steps)
+        if extra is not None:
+            jitter = jitter * extra.speed
         speed = st.speed[:, None] * drift * comp_fault * jitter
         work = self._work(steps)
         plain_mult = speed
         seq_mult = speed * work
+        if extra is not None:  # data skew: more work on all compute, no GPU slower
+            plain_mult = plain_mult * extra.work
+            seq_mult = seq_mult * extra.work
         last_stage = self._last_stage_mask()
 
         # Sections, per step.
@@ -372,6 +383,8 @@ class JobSimulator:
             + effects.host_s["dataloader"]
             + paused.section_s["dataloader"]
         )
+        if extra is not None:
+            loader_s = loader_s + extra.loader_s
         # A slow link slows the transfer only (1.0 exactly when healthy: same draws).
         share = p.allreduce_share
         link = 1.0 + share * (comm_fault - 1.0)

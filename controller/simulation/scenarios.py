@@ -21,6 +21,7 @@ from pacekeeper.controller.simulation.models import (
     ModelParams,
 )
 from pacekeeper.controller.simulation.noise import DEFAULT_NOISE, NoiseScale
+from pacekeeper.controller.simulation.noise_families import NoiseFamily
 from pacekeeper.controller.simulation.pauses import DEFAULT_PAUSES, JobPause
 from pacekeeper.controller.simulation.restarts import NO_RESTARTS, Restarts
 
@@ -98,6 +99,11 @@ class Scenario:
     """The controller's memory of these GPUs: they served a healthy job for this long
     just before this one (a cluster the controller has watched, where a job lands on a
     GPU that went bad since its last job); 0: a controller that has never seen them."""
+    family: NoiseFamily | None = None
+    """A noise family on top of ``noise`` (noise_families; the sampler's)."""
+    throttle_on_s: float = 30.0
+    throttle_period_s: float = 0.0
+    """Throttling on a clock (``Fault.throttle_period_s``); 0: the on/off chain."""
 
     def prior_job(self, ranks: int, seed: int, params: ModelParams | None = None) -> JobSimulator:
         """The healthy job the GPUs served before (``history_s``): the same GPUs (the
@@ -113,6 +119,8 @@ class Scenario:
         exact_kernels: bool = False,
     ) -> tuple[JobSimulator, GroundTruth]:
         params = self.noise.apply(params or ModelParams())
+        if self.family is not None:
+            params = self.family.apply(params)
         layout = Layout(ranks, params.gpus_per_node)
         rng = np.random.default_rng([seed, 7])
         faults: tuple[Fault, ...] = ()
@@ -147,6 +155,8 @@ class Scenario:
                     self.slowdown,
                     ramp_s=self.ramp_s,
                     host_section=self.host_section,
+                    throttle_on_s=self.throttle_on_s,
+                    throttle_period_s=self.throttle_period_s,
                 ),
             )
         sim = JobSimulator(
@@ -157,6 +167,7 @@ class Scenario:
             seed=seed,
             exact_kernels=exact_kernels,
             pauses=self.pauses,
+            noise=self.family,
         )
         at_s = (*self.restarts.at_s, *(anchor + x for x in self.restart_after_fault_s))
         restarts = replace(self.restarts, at_s=tuple(sorted(at_s)))

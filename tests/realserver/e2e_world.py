@@ -67,12 +67,20 @@ def fast_policy(
     }
 
 
+_CLAIMED: set[str] = set()
+"""Namespaces a World of this session has used: `close()` deletes its namespace without
+waiting, so a second World in it would meet `NamespaceTerminating` (403) part way."""
+
+
 class World:
     """One scenario: build it, run the operator and reporters, read back, `close()`."""
 
     def __init__(self, cluster: RealCluster, namespace: str, directory: Path) -> None:
         if namespace not in E2E_NAMESPACES:
             raise KeyError(f"{namespace}: add it to identities.E2E_NAMESPACES")
+        if namespace in _CLAIMED:
+            raise KeyError(f"{namespace}: another scenario used it; give this one its own")
+        _CLAIMED.add(namespace)
         self.cluster = cluster
         self.namespace = namespace
         self.prefix = namespace.removeprefix("e2e-")

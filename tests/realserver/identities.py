@@ -38,8 +38,13 @@ E2E_NAMESPACES = (
     "e2e-evict",
     "e2e-gc",
     "e2e-trust",
+    "e2e-birth",
+    "e2e-marks",
 )
 TRUST_NAMESPACE = "e2e-trust"
+BIRTH_NAMESPACE = "e2e-birth"
+"""Each scenario with an intruder has its own namespace: a World deletes its namespace
+without waiting, and a second scenario in the same one meets `NamespaceTerminating`."""
 
 
 SERVICE_ACCOUNTS = (
@@ -47,5 +52,5 @@ SERVICE_ACCOUNTS = (
     ONE_REPORT,
     OPERATOR,
     *(ServiceAccountIdentity(ns, TRAINER) for ns in E2E_NAMESPACES),
-    ServiceAccountIdentity(TRUST_NAMESPACE, INTRUDER),
+    *(ServiceAccountIdentity(ns, INTRUDER) for ns in (TRUST_NAMESPACE, BIRTH_NAMESPACE)),
 )

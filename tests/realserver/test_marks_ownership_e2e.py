@@ -17,7 +17,7 @@ REPORT_EVERY_S = 0.5
 def test_a_maintenance_cordon_after_a_human_uncordon_survives_the_next_episode(
     make_world: Callable[[str], World],
 ) -> None:
-    world = make_world("e2e-human")
+    world = make_world("e2e-marks")
     job = world.job("llama", world.nodes(3))
     policy = fast_policy({step: {} for step in LADDER})
     policy["policies"]["gpu"]["cooldowns"] = {"nodeAfterHumanS": 2, "nodeAfterUndoS": 2}

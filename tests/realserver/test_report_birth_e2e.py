@@ -10,14 +10,14 @@ from collections.abc import Callable
 import kubernetes
 import pytest
 from e2e_world import GROUP, PLURAL, VERSION, World, fast_policy
-from identities import INTRUDER, TRUST_NAMESPACE
+from identities import BIRTH_NAMESPACE, INTRUDER
 from kubernetes.client.exceptions import ApiException
 
 
 def test_no_jobs_account_can_create_a_report_the_controller_creates_it_bound(
     make_world: Callable[[str], World],
 ) -> None:
-    world = make_world(TRUST_NAMESPACE)
+    world = make_world(BIRTH_NAMESPACE)
     llama = world.job("llama", world.nodes(2))
     evil = world.job("evil", world.nodes(1), account=INTRUDER)
     ladder: dict[str, dict[str, int]] = {"notify": {}}

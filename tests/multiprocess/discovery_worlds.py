@@ -111,8 +111,11 @@ def megatron_world(rank: int, world_size: int, out_dir: str) -> None:
 
 SLOW_RANK = 2
 SLOWDOWN = 2.6
-DDP_MS = {"forward": 20.0, "backward": 30.0, "step": 5.0}
-DDP_STEPS = 60
+DDP_MS = {"forward": 60.0, "backward": 60.0, "step": 20.0}
+"""A healthy rank's work per step: long enough that a loaded 2-core machine's scheduling
+delays (tens of ms with four ranks waking at once after each reduction) stay well
+inside the act line's margin."""
+DDP_STEPS = 40
 DDP_REPORT_EVERY = 10
 
 
@@ -147,6 +150,7 @@ def ddp_world(rank: int, world_size: int, out_dir: str) -> None:
     around forward, backward and the optimizer step, no ``watch_ddp``; rank
     ``SLOW_RANK``'s forward takes ``SLOWDOWN`` times as long."""
     torch.manual_seed(0)
+    torch.set_num_threads(1)  # four ranks on a small machine: no intra-op thread pools
     forward_s = DDP_MS["forward"] / 1000 * (SLOWDOWN if rank == SLOW_RANK else 1.0)
     model = torch.nn.parallel.DistributedDataParallel(_Model(forward_s, DDP_MS["backward"] / 1000))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

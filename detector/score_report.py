@@ -20,10 +20,10 @@ peers across jobs and restarts. It is the job's claim: the controller keys what 
 remembers by the node the API places the rank on, never by the report's word alone.
 Version 1 and 2 reports still read, without it.
 
-Version 4 adds each rank's tail statistic (``sectionTail``: per section, its median over
-its second-highest window time in the last ten windows, ``scoring.tail_score``), so the
-controller sees a rank slow one window in three, which every window's median hides.
-Older reports still read, without it.
+Version 4 adds each rank's tail statistic (``sectionTail``: per section, the first
+quartile over the second-highest of its last fifteen window times,
+``scoring.tail_score``), so the controller sees a rank slow one window in three,
+which every window's median hides. Older reports still read, without it.
 """
 
 from __future__ import annotations

@@ -215,32 +215,33 @@ def index_keys(ids_per_rank: Sequence[U64]) -> KeyIndex:
     return KeyIndex(rows, cols, keys)
 
 
-TAIL_WINDOWS = 10
-"""Report windows a rank's tail statistic looks back over (``tail_score``): ten minutes
-at the usual 60 s, longer than the period of the intermittent faults it is for."""
+TAIL_WINDOWS = 15
+"""Report windows a rank's tail statistic looks back over (``tail_score``): fifteen
+minutes at the usual 60 s, two and a half periods of a burst every 6 minutes, so two
+wholly slow windows are in it even when each burst straddles window boundaries."""
 
 TAIL_MIN_WINDOWS = 4
 """Windows a key needs before its tail is scored (fewer: no tail statistic)."""
 
 
 def tail_score(times: Sequence[float]) -> float:
-    """A key's tail over its recent windows: ``median / second-highest`` of the valid
-    window times (capped at 1.0), NaN with fewer than ``TAIL_MIN_WINDOWS`` valid.
+    """A key's tail over its recent windows: ``first quartile / second-highest`` of the
+    valid window times (capped at 1.0), NaN with fewer than ``TAIL_MIN_WINDOWS`` valid.
+    The quartile is nearest-rank, the ``(n - 1) // 4``-th smallest: a time one window had.
 
     The window median hides a rank slow one window in three (throttling 2 minutes in
     6): each slow window is a typical time of its own, and a persistence rule on
     consecutive windows never sees three in a row. Over the last ``TAIL_WINDOWS``
     windows the second-highest time is a slow window whenever two of them were, so
     the score falls to ``healthy / slow``; one odd window alone (a checkpoint, a GC
-    storm) is the highest and moves nothing. The median of the same windows is the
-    rank's own typical time, so a GPU that is always slower than its peers (same-SKU
-    spread) scores 1.0 here: the tail says how much worse the rank's bad windows are
-    than its usual, and peers judge whether that is more than everyone's (heavy-tailed
-    jitter widens every rank's tail alike)."""
+    storm) is the highest and moves nothing. The first quartile of the same windows is
+    the rank's own good time even when a burst touches half of them (a 2-minute burst
+    out of phase with 60 s windows slows three), and a GPU that is always slower than
+    its peers (same-SKU spread) scores 1.0 here: the tail says how much worse the
+    rank's bad windows are than its good ones, and peers judge whether that is more
+    than everyone's (heavy-tailed jitter widens every rank's tail alike)."""
     ok = sorted(t for t in times if usable(t))
     n = len(ok)
     if n < TAIL_MIN_WINDOWS:
         return math.nan
-    mid = n // 2
-    median = ok[mid] if n % 2 else (ok[mid - 1] + ok[mid]) / 2
-    return min(1.0, median / ok[-2])
+    return min(1.0, ok[(n - 1) // 4] / ok[-2])

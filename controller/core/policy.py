@@ -163,7 +163,7 @@ class ScoreSelector(PolicyModel):
     (``restartRank``), never the node (``policy_tail``)."""
     tail: TailRule | None = None
     """Also judge each rank by its tail statistic against its peers' (``TailRule``): a
-    rank slow a few windows in ten, which every window's median hides (null: not)."""
+    rank slow a few windows in fifteen, which every window's median hides (null: not)."""
 
     @model_validator(mode="after")
     def _section_matches_kind(self) -> Self:

@@ -3,7 +3,7 @@
 A rank throttled 2 minutes in every 6 is slow one report in three: its median-based
 score falls below ``act`` in the slow windows and recovers in between, so a persistence
 rule on consecutive reports never fires. The detector's tail statistic (schemaVersion
-4, ``detector.scoring.tail_score``) stays low for ten windows after two slow ones; this
+4, ``detector.scoring.tail_score``) stays low for fifteen windows after two slow ones; this
 rule compares it with the rank's peers, as ``thresholds.act`` does a score.
 """
 
@@ -24,9 +24,9 @@ class TailRule(PolicyModel):
     as on any score."""
 
     act: UnitInterval = 0.85
-    """A tail (median window over the second-highest of the last ten, against the
-    peers') strictly below this counts as slow: 0.85 finds windows 18% slower than the
-    rank's usual, in two of its last ten reports."""
+    """A tail (the first quartile over the second-highest of the last fifteen window
+    times, against the peers') strictly below this counts as slow: 0.85 finds windows
+    18% slower than the rank's good ones, in two of its last fifteen reports."""
     min_deviations: Annotated[float, Strict(), Field(ge=0, le=100)] | None = 3.0
     """Also this many robust spreads (1.4826 x the peers' median absolute deviation of
     their tails) below the peers' median (null: no such test). Heavy-tailed jitter

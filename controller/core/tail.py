@@ -1,11 +1,12 @@
 """Intermittent stragglers: a rank slow in a few windows out of many (``score.tail``).
 
-Each rank's tail statistic (``RankScores.section_tail``: per section, its median window
-time over the second-highest of its last ten) is judged against its peers' like any
-relative score (``peer_stats.against``: over the peers' median, and beyond their robust
-spread). A rank's tail is its worst section's. A rank whose tail is below ``tail.act``
-gets a judged score below ``thresholds.act`` in proportion, so the engine's persistence
-and ladder see it as slow for as long as its tail remembers the slow windows.
+Each rank's tail statistic (``RankScores.section_tail``: per section, the first
+quartile of its last fifteen window times over their second-highest) is judged
+against its peers' like any relative score (``peer_stats.against``: over the peers'
+median, and beyond their robust spread). A rank's tail is its worst section's. A rank
+whose tail is below ``tail.act`` gets a judged score below ``thresholds.act`` in
+proportion, so the engine's persistence and ladder see it as slow for as long as its
+tail remembers the slow windows.
 """
 
 from __future__ import annotations

@@ -23,13 +23,17 @@ JOB = JobIdentity(name="train")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def test_the_tail_is_the_median_over_the_second_highest_window() -> None:
+def test_the_tail_is_the_first_quartile_over_the_second_highest_window() -> None:
     # Two slow windows (1.3 s) among eight of 1.0 s: healthy / slow.
     assert tail_score([1.0] * 8 + [1.3, 1.3]) == pytest.approx(1.0 / 1.3)
-    # Median of [1, 1, 1, 1.2, 1.5] is 1.0, second-highest 1.2.
-    assert tail_score([1.5, 1.0, 1.2, 1.0, 1.0]) == pytest.approx(1.0 / 1.2)
-    # Even count: the median is the mean of the middle two ((1.0 + 1.2) / 2), over 1.4.
-    assert tail_score([1.0, 1.0, 1.0, 1.2, 1.4, 2.0]) == pytest.approx(1.1 / 1.4)
+    # Five windows: the quartile is the (5 - 1) // 4 = 1st (0-based) smallest, 1.0;
+    # the second-highest 1.2.
+    assert tail_score([1.5, 1.0, 1.2, 0.9, 1.0]) == pytest.approx(1.0 / 1.2)
+    # Nine windows: the (9 - 1) // 4 = 2nd (0-based) smallest, 1.0, over 1.4.
+    assert tail_score([0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.4, 2.0]) == pytest.approx(1.0 / 1.4)
+    # Half the windows slow (a burst out of phase with the windows): the quartile is
+    # still a good window, where a median would be a slow one.
+    assert tail_score([1.0] * 8 + [1.15] * 4 + [1.3] * 3) == pytest.approx(1.0 / 1.3)
 
 
 def test_one_odd_window_moves_nothing_and_steady_is_one() -> None:
@@ -50,8 +54,8 @@ def test_recent_tail_keeps_the_last_windows_slow_ones_too() -> None:
     for t in [1.0, 1.0, 1.3, 1.3, 1.0, 1.0, 1.0]:
         out.append(tails.update(["fb"], [t])[0])
     assert all(math.isnan(v) for v in out[:3])
-    # [1.0, 1.0, 1.3, 1.3]: median 1.15, second-highest 1.3.
-    assert out[3] == pytest.approx(1.15 / 1.3)
+    # [1.0, 1.0, 1.3, 1.3]: the smallest over the second-highest.
+    assert out[3] == pytest.approx(1.0 / 1.3)
     assert out[-1] == pytest.approx(1.0 / 1.3)
     # After TAIL_WINDOWS healthy windows the slow ones have left the memory.
     for _ in range(TAIL_WINDOWS):

@@ -58,6 +58,7 @@ from pacekeeper.controller.sources.ray_trust import (
     confirm_workers,
     place_ray_report,
     ray_job_of,
+    wrong_platform,
 )
 from pacekeeper.controller.sources.signed_state import StateTampered
 from pacekeeper.detector.score_report import ReportRejected, ScoreReport
@@ -189,6 +190,9 @@ class ScoreBoardSource:
                 report = ScoreReport.from_wire(wire)
             except ReportRejected as e:
                 items.append(RejectedReport(received_at=now, error=str(e)))
+                continue
+            if (wrong := wrong_platform(report, now)) is not None:
+                items.append(wrong)
                 continue
             if report.job.key != key:
                 items.append(

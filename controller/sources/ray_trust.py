@@ -10,6 +10,9 @@ the GCS actor table, each with the node and process id Ray placed it on:
   (``UntrustedReport``, as ``core/trust.py`` does on Kubernetes). An accepted report
   comes back with each rank's ``node`` set to its Ray node id, so node names (ladders,
   budgets, marks) are Ray's, not the job's.
+- ``wrong_platform``: a report on the Ray ScoreBoard must say ``platform: ray``; one
+  saying ``kubernetes`` or ``local`` names no Ray job and is refused whatever the
+  runner's ``verify_placement`` (issue 40; the Kubernetes source refuses the converse).
 - ``confirm_workers`` / ``confirm_nodes``: just before acting, the targets are checked
   again against the job's *live* actors (a pid may have died and been reused since).
 
@@ -25,7 +28,7 @@ from typing import Any
 
 from pacekeeper.controller.core.observations import RejectedReport
 from pacekeeper.controller.core.trust import Mismatch, untrusted
-from pacekeeper.detector.score_report import NodeSummary, RankScores, ScoreReport
+from pacekeeper.detector.score_report import NodeSummary, Platform, RankScores, ScoreReport
 
 RAY_KEY_PREFIX = "ray:"
 RAY_JOB_ID_HEX = 8
@@ -40,6 +43,17 @@ class RayActor:
     node_id: str
     pid: int
     alive: bool
+
+
+def wrong_platform(report: ScoreReport, now: datetime) -> RejectedReport | None:
+    """The refusal of a report on the Ray ScoreBoard that is not a Ray job's, else None."""
+    if report.job.platform is Platform.RAY:
+        return None
+    return RejectedReport(
+        received_at=now,
+        error=f"report.job.platform is {report.job.platform.value!r}: the Ray ScoreBoard "
+        "takes ray reports only",
+    )
 
 
 def ray_job_of(key: str) -> str | None:

@@ -5,7 +5,8 @@ Pure functions on one report (``digest``) and on the job's short history
 slowdown and workload imbalance or structure never lead to hardware (node) actions.
 Each rank is judged against its peers (``peers``: robust reference, victims and
 culprits of collective waits); a slow set that lines up with the job's parallel
-topology is structure (``structure``).
+topology is structure (``structure``); in a report without a topology, a slow set that
+forms a regular pattern from the job's first windows is too (``structure_pattern``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from typing import assert_never
 
 import numpy as np
 
-from pacekeeper.controller.core import peers, rank_columns
+from pacekeeper.controller.core import peers, rank_columns, structure_pattern
 from pacekeeper.controller.core.ids import NodeName, Rank
+from pacekeeper.controller.core.peer_stats import F64
 from pacekeeper.controller.core.policy import Policy, ScoreKind, ScoreSelector
 from pacekeeper.controller.core.state import HistoryEntry
 from pacekeeper.controller.core.structure import Alignment, align
+from pacekeeper.controller.core.structure_pattern import Layout, PatternMatch
 from pacekeeper.detector.score_report import RankScores, ScoreReport
 
 HISTORY_BELOW_CAP = 64
@@ -129,7 +132,28 @@ class Digest:
     """What the memory of hardware knew of the listed ranks' GPUs when judged."""
     waits_timed: bool = False
     """Some listed rank carries a wait share (``peers.Judged.waits_timed``)."""
+    values: F64 | None = None
+    """Per listed rank (report order), the judged score; NaN where not usable."""
+    pattern: PatternMatch | None = None
+    """The slow ranks the job's learned pattern accounts for (``with_pattern``)."""
     _listed: set[int] | None = None
+
+    def judged_scores(self) -> dict[int, float]:
+        """Rank -> judged score, for the ranks with a usable one (off the hot path: only
+        a job without a topology whose first reports showed slow ranks reads them)."""
+        if self.values is None:
+            return {}
+        ranks = self.report.ranks
+        ok = np.flatnonzero(~np.isnan(self.values)).tolist()
+        return {ranks[i].rank: float(self.values[i]) for i in ok}
+
+    def unlabelled(self) -> bool:
+        """No rank carries ``group`` or ``coords``: a drop-in job that said nothing of
+        its layout."""
+        ranks = self.report.ranks
+        return not rank_columns.any_given(ranks, "group") and not rank_columns.any_true(
+            ranks, "coords"
+        )
 
     def gpu_factors(self) -> dict[int, float]:
         """Rank -> its GPU's learned speed factor, for the listed ranks that have one."""
@@ -294,7 +318,24 @@ def digest(
         host_side=judged.host_side,
         calibration=calibration,
         waits_timed=judged.waits_timed,
+        values=np.where(usable, values, np.nan),
     )
+
+
+def with_pattern(layout: Layout | None, d: Digest, act: float, *, learn: bool) -> Layout | None:
+    """Set ``d.pattern`` from the job's layout (first folding ``d`` into it when
+    ``learn``: each new report once); the layout to keep. Reports with a topology leave
+    it alone: ``structure`` reads theirs."""
+    if not d.unlabelled():
+        return layout
+    needed = d.below or (learn and (layout is None or not layout.learned))
+    if not needed:
+        return layout
+    scores = d.judged_scores()
+    if learn:
+        layout = structure_pattern.learn(layout, d.world_size, d.below, scores, scores)
+    d.pattern = structure_pattern.explain(layout, d.below, scores, act)
+    return layout
 
 
 def _fill_truncated(report: ScoreReport, act: float, nodes: dict[NodeName, NodeDigest]) -> None:
@@ -329,8 +370,9 @@ class Attribution:
     below_fraction: float
     slow_nodes: int
     job_nodes: int
-    alignment: Alignment | None = None
-    """The slow ranks that line up with a parallelism dimension (never findings)."""
+    alignment: Alignment | PatternMatch | None = None
+    """The slow ranks that line up with a parallelism dimension, or with the pattern
+    the job's first reports showed (never findings)."""
 
 
 def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None) -> Attribution:
@@ -343,15 +385,30 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
     job_nodes = len(d.nodes)
     below_fraction = len(d.below) / d.measured if d.measured else 0.0
     slow_nodes = len({d.node_of[r] for r in d.below})
-    aligned = align(d.report, d.below, d.measured_ranks()) if len(d.below) > 1 else None
+    aligned: Alignment | PatternMatch | None = None
+    if len(d.below) > 1:
+        aligned = align(d.report, d.below, d.measured_ranks())
+    if aligned is None and d.pattern is not None:
+        aligned = d.pattern
     if aligned is not None and set(d.below) <= aligned.ranks:
         return Attribution(
             Verdict.ALIGNED, (), below_fraction, slow_nodes, job_nodes, alignment=aligned
         )
+    pattern = aligned if isinstance(aligned, PatternMatch) else None
+    if pattern is not None:
+        # The pattern's ranks are the workload's shape, not part of a job-wide slowdown:
+        # a node slowing mid-job beside a heavier stage is still that node.
+        rest = set(d.below) - pattern.ranks
+        others = d.measured - len(pattern.ranks)
+        below_fraction = len(rest) / others if others > 0 else 0.0
+        slow_nodes = len({d.node_of[r] for r in rest})
     if d.measured and below_fraction >= cfg.job_wide_fraction and len(d.below) > 1:
         return Attribution(Verdict.JOB_WIDE, (), below_fraction, slow_nodes, job_nodes)
     far = d.reported_below or frozenset()
     reported = len(far) / d.measured if d.measured else 0.0
+    if pattern is not None:
+        others = d.measured - len(pattern.ranks)
+        reported = len(far - pattern.ranks) / others if others > 0 else 0.0
     # A detector that measured its ranks' collective waits (``waitShare``) took them out
     # of the sections already: a section holding a collective then points at the rank
     # the others waited for, and the reported scores' spread around the fastest rank is
@@ -361,7 +418,7 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
         # Most ranks far from the fastest as reported: the job's shape (named when it
         # lines up with a dimension) or a section holding a collective (all wait for
         # one); no rank is judged alone.
-        shape = align(d.report, far, d.measured_ranks())
+        shape: Alignment | PatternMatch | None = align(d.report, far, d.measured_ranks())
         if shape is not None and far <= shape.ranks:
             return Attribution(
                 Verdict.ALIGNED, (), reported, slow_nodes, job_nodes, alignment=shape

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pacekeeper.controller.core import hardware_memory, hardware_trust, mark_records
-from pacekeeper.controller.core.attribution import Digest, digest
+from pacekeeper.controller.core.attribution import Digest, digest, with_pattern
 from pacekeeper.controller.core.decisions import JOB_SUBJECT, Reason, Verdict
 from pacekeeper.controller.core.hardware_memory import Observation
 from pacekeeper.controller.core.ids import NodeName, Rank
@@ -126,7 +126,11 @@ def read_window(run: Run, ctx: JobRun) -> Digest | None:
         run.job_hold(ctx, Reason.WARMING_UP, {"until": warm_until.isoformat()})
         run.rechecks.append(warm_until)
         return None
-    return latest_digest or digest(latest, policy, _calibration(run, ctx, latest))
+    if latest_digest is not None:
+        return latest_digest
+    d = digest(latest, policy, _calibration(run, ctx, latest))
+    with_pattern(ctx.state.layout, d, policy.thresholds.act, learn=False)
+    return d
 
 
 def _job_opted_out(run: Run, jv: JobView) -> bool:
@@ -203,8 +207,13 @@ def _absorb(ctx: JobRun, d: Digest) -> None:
     js = ctx.state
     act = ctx.policy.thresholds.act
     recover = ctx.policy.thresholds.recover
+    layout = with_pattern(js.layout, d, act, learn=True)
+    held = d.pattern.ranks if d.pattern is not None else frozenset()
     streaks = dict(js.streaks)
     for r, _score in d.below.items():
+        if r in held:
+            streaks.pop(Rank(r), None)  # the workload's shape: a later fault counts anew
+            continue
         st = streaks.get(Rank(r))
         node = d.node_of[r]
         streaks[Rank(r)] = Streak(st.count + 1, st.since, node) if st else Streak(1, d.at, node)
@@ -235,4 +244,4 @@ def _absorb(ctx: JobRun, d: Digest) -> None:
                 pass  # Unknown or gone: neither counts nor clears
     keep = ctx.policy.attribution.imbalance_history
     history = (*js.history, d.to_history())[-keep:]
-    ctx.state = replace(js, streaks=streaks, ladders=ladders, history=history)
+    ctx.state = replace(js, streaks=streaks, ladders=ladders, history=history, layout=layout)

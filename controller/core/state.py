@@ -26,6 +26,7 @@ from pacekeeper.controller.core.hardware_memory import HardwareMemory
 from pacekeeper.controller.core.ids import JobKey, NodeName, Rank
 from pacekeeper.controller.core.observations import MarkKind
 from pacekeeper.controller.core.policy import ActionKind
+from pacekeeper.controller.core.structure_pattern import Layout
 
 STATE_VERSION = 1
 MAX_LADDER_GPUS = 16
@@ -168,6 +169,9 @@ class JobState:
     """What chose the job's policy when not the document's default (an annotation)."""
     mode_source: str | None = None
     """What holds the job's mode where it is, when not the document or the policy."""
+    layout: Layout | None = None
+    """What the job's first judged reports showed, for a job whose reports carry no
+    topology (``structure_pattern``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -301,6 +301,14 @@ def test_slow_pipeline_stage_on_many_nodes_is_structural_imbalance() -> None:
     for _ in range(12):
         loop.step(dict.fromkeys(range(96, 128), 0.6))
     assert acts(loop.log) == []
+    # Slow from the first report on a regular block: the pattern names it (issue 39);
+    # once the stage appears mid-job it is structural imbalance (too many nodes).
+    held = [d for d in loop.log if d.reason is Reason.WORKLOAD_STRUCTURE]
+    assert held and held[-1].evidence["pattern"].startswith("ranks 96-127")
+    loop = Loop(policy_doc(), world=128)
+    for i in range(12):
+        loop.step(dict.fromkeys(range(96, 128), 0.6) if i >= 3 else None)
+    assert acts(loop.log) == []
     imb = [d for d in loop.log if d.reason is Reason.WORKLOAD_IMBALANCE]
     assert imb and imb[-1].evidence["kind"] == "structural"
 

@@ -163,10 +163,12 @@ def test_the_ladder_acts_on_the_node_with_host_evidence() -> None:
         ),
         world=WORLD,
     )
-    for _ in range(6):
+    for i in range(9):
         loop.seq += 1
         loop.now = _t(loop.seq)
-        loop.reports.append(_report(loop.seq, host_slow=NODE_2))
+        # The node turns slow after the job's first reports: slow from the first one, a
+        # whole node is a regular block the job may be made of (structure_pattern).
+        loop.reports.append(_report(loop.seq, host_slow=NODE_2 if i >= 3 else None))
         loop.decide()
     acted = [(d.action, d.node) for d in loop.log if d.verdict.value == "act"]
     assert (ActionKind.NOTIFY, "node-002") in acted

@@ -89,6 +89,8 @@ def test_the_taint_decision_carries_the_policys_effect(effect: TaintEffect) -> N
         {"acknowledgeUnsafe": ["noExecuteTaint"]} if effect is TaintEffect.NO_EXECUTE else {},
     )
     loop = Loop(doc, world=64)
+    for _ in range(3):  # slow from the first report, a whole node could be a stage
+        loop.step()
     for _ in range(20):
         loop.step(dict.fromkeys(range(8), SLOW))
     taint = next(

@@ -8,7 +8,7 @@ from topology_builders import feed, grid, topo_report
 
 from pacekeeper.controller.core.attribution import digest
 from pacekeeper.controller.core.decisions import Reason
-from pacekeeper.controller.core.policy import NODE_ACTIONS, ActionKind
+from pacekeeper.controller.core.policy import ActionKind
 from pacekeeper.controller.core.structure import align
 
 # Against the best rank, so that the stage's ranks are below and the rule must decide.
@@ -40,12 +40,15 @@ def test_against_its_peers_the_last_stage_is_not_even_slow() -> None:
     assert reasons(loop.log) == {Reason.HEALTHY}
 
 
-def test_without_coordinates_the_same_job_gets_a_hardware_action() -> None:
-    # What the issue found: 4 GPUs per node, the stage fills one node.
+def test_without_coordinates_the_same_job_is_held_by_its_pattern() -> None:
+    # What issue 39 found: 4 GPUs per node, the stage fills one node, and the reports
+    # carry no coords. The stage is slow from the first report on a regular block.
     loop = Loop(policy_doc(BEST), 16)
     for _ in range(8):
         feed(loop, _stage_slow(), per_node=4)
-    assert any(a in NODE_ACTIONS for a, _ in acts(loop.log))
+    assert acts(loop.log) == []
+    held = [d for d in loop.log if d.reason is Reason.WORKLOAD_STRUCTURE]
+    assert len(held) == 8 and held[-1].evidence["alignment"] == "pattern"
 
 
 def test_a_fault_beside_the_stage_is_still_judged() -> None:
@@ -98,7 +101,9 @@ def test_half_the_job_far_from_the_fastest_is_named_when_it_is_a_stage() -> None
     assert acts(loop.log) == []
     held = [d for d in loop.log if d.reason is Reason.WORKLOAD_STRUCTURE]
     assert len(held) == 4 and held[-1].evidence["cells"] == ["pp=1"]
-    loop = Loop(policy_doc(), 16)  # without coordinates: job-wide
+    loop = Loop(policy_doc(), 16)  # without coordinates: the pattern from the start
     for _ in range(4):
         feed(loop, scores)
-    assert reasons(loop.log) == {Reason.JOB_WIDE_SLOWDOWN}
+    assert acts(loop.log) == []
+    assert reasons(loop.log) == {Reason.WORKLOAD_STRUCTURE}
+    assert loop.log[-1].evidence["pattern"].startswith("ranks 8-15")

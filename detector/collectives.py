@@ -25,7 +25,8 @@ Where the waits come from:
   ready: its own compute is done, and from then to the exit of the section around the
   backward it waits for its peers. A backward in no section is not counted. DDP's
   reducer calls the process group from C++, past any Python wrapper, so this is how a
-  DDP ``backward`` localises its culprit.
+  DDP ``backward`` localises its culprit. The detector calls it for the DDP models it
+  finds (``topology_discovery``); a hook the job registers afterwards runs inside ours.
 
 Nested calls (``all_gather_object`` runs ``all_gather``) count once; the detector's own
 collectives (its report group: ``own_gloo``) never go through these wrappers.

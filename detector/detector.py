@@ -205,7 +205,8 @@ class Detector:
                 the same value on every rank: it adds a broadcast to every report.
             time_collectives: time the job's blocking ``torch.distributed`` collectives
                 and take the wait out of the sections around them (True; docs/detector.md,
-                "Culprit and victims"); with DDP also call ``watch_ddp(model)``.
+                "Culprit and victims"); DDP models are found and watched without a call
+                (``watch_ddp``; docs/detector.md, "Topology without set_topology").
 
         Raises ValueError naming the argument on bad input, ``DetectorStateError`` (an
         ``AssertionError``, as NVRx's assert, and a ``RuntimeError``) if already
@@ -317,6 +318,8 @@ class Detector:
         ``model`` (its reducer talks to the process group from C++, past the collective
         wrappers): registers DDP's default mean all-reduce as a communication hook that
         times its last bucket. False when the model has a hook of its own (DDP takes one).
+        The detector does this itself for the DDP models it finds (at initialize and the
+        first report); call it for a model built later, or to name its group.
         """
         from .collectives import watch_ddp
 
@@ -372,6 +375,9 @@ class Detector:
             original = getattr(cid.obj, cid.name)
             cls._patched.append(wrap(cid, handle))
             cls.original_callables.setdefault(cid, original)
+            run = cls._run
+            if run is not None:  # a DDP model's method: its backward wait is timed too
+                report_cycle.watch_if_ddp(run, cid.obj)
 
     @classmethod
     def restore_original_callables(cls) -> None:

@@ -178,6 +178,12 @@ def discover(run: RunState, *, at_start: bool = False) -> None:
         run.payloads.topology = topology
 
 
+def watch_if_ddp(run: RunState, obj: object) -> None:
+    """Watch ``obj`` when it is a DDP model (``wrap_callables`` on one of its methods)."""
+    if run.time_collectives and topology_discovery.enabled():
+        run.guard.call("topology.watch_ddp", lambda: topology_discovery.watch_if_ddp(obj), None)
+
+
 def notify(guard: Guard, listeners: Iterable[ReportListener], score_report: ScoreReport) -> None:
     """Call each listener; one that raises is counted as ``listener`` and the rest still run."""
     for listener in list(listeners):

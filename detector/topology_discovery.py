@@ -140,6 +140,12 @@ def _watch(model: Any) -> bool:
     return watched
 
 
+def watch_if_ddp(obj: object) -> bool:
+    """Watch ``obj`` if it is a ``DistributedDataParallel`` model not watched yet."""
+    ddp = getattr(sys.modules.get(_DDP_MODULE), "DistributedDataParallel", None)
+    return isinstance(ddp, type) and issubclass(type(obj), ddp) and _watch(obj)
+
+
 def _seen(model: Any) -> bool:
     return False
 
@@ -150,6 +156,7 @@ class Discovery:
     def __init__(self) -> None:
         self._signal: tuple[Any, ...] | None = None
         self._scanned_groups: int | None = None
+        self._reported = False
         self.objects = JobObjects()
         self.source = "none"
         """Which source gave the latest layout (``megatron``, ``groups``, ``none``)."""
@@ -173,7 +180,8 @@ class Discovery:
         # Global ranks: c10d's groups are in those, whatever group the detector reports on.
         me, world = dist.get_rank(), dist.get_world_size()
         groups = _group_count()
-        if groups != self._scanned_groups:
+        if groups != self._scanned_groups or not self._reported:
+            self._reported = True  # the first report looks again: a model built since
             self.scan()
         ps = sys.modules.get(MEGATRON)
         ready = ps is not None and bool(getattr(ps, "model_parallel_is_initialized", bool)())

@@ -131,3 +131,21 @@ def test_a_ddp_model_is_watched_and_a_later_job_hook_runs_inside(one_rank_world:
     assert seen == [5]  # the job's hook reduced the gradients
     assert collectives.DDP_READY_NS[0] > 0  # and ours marked the last bucket
     collectives.DDP_READY_NS[0] = 0
+
+
+def test_a_ddp_model_built_later_is_watched_when_wrapped_or_at_the_first_report(
+    one_rank_world: None,
+) -> None:
+    from pacekeeper.detector import collectives
+    from pacekeeper.detector.wrapping import CallableId
+
+    Detector.initialize(report_time_interval=3600, kernel_timing="none", node_name="n0")
+    wrapped = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+    later = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+    assert not getattr(wrapped, collectives._WATCHED, False)
+    Detector.wrap_callables([CallableId(wrapped, "forward")])
+    assert getattr(wrapped, collectives._WATCHED, False)
+    assert not getattr(later, collectives._WATCHED, False)
+    _report_coords()
+    assert getattr(later, collectives._WATCHED, False)
+    assert Detector.internal_errors() == {}

@@ -121,7 +121,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true",
                     help="64 ranks, 10 min, one round of cells (tests)")  # fmt: skip
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--merge", type=Path, nargs="+", default=None,
+                    help="no runs: tables over these earlier outputs' runs (chunks)")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.merge:
+        merge(args.merge, args.out, Console(width=150))
+        return
     if args.quick:
         args.ranks, args.duration, args.kernels = 64, 600.0, 24
         args.runs = args.runs or len(sampler.FAMILIES) * len(sampler.FAULTS)
@@ -155,15 +160,7 @@ def main(argv: list[str] | None = None) -> None:
             results.extend(got)
             walls.append(wall)
             console.log(f"scenario {i}: {wall:.1f}s")
-    all_cells = cells(results)
-    for det in dict.fromkeys(r.detector for r in results):
-        mine = [c for c in all_cells if c.detector == det]
-        console.print(table(f"{det}: {runs} sampled scenarios, {args.ranks} ranks", mine))
-        total = mine[-1]
-        console.print(
-            f"{det}: {total.false_disruptions} false disruptions in {total.gpu_days:,.0f} "
-            f"GPU-days = {total.rate:.2e}/GPU-day (exact upper 95% {total.upper95:.2e})"
-        )
+    all_cells = print_tables(console, results, f"{runs} sampled scenarios, {args.ranks} ranks")
     seeds_per_cell = runs // (len(sampler.FAMILIES) * len(sampler.FAULTS))
     doc = {
         "benchmark": "detection_quality_sampled",
@@ -195,6 +192,42 @@ def main(argv: list[str] | None = None) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     console.print(f"wrote {args.out}")
+
+
+def print_tables(console: Console, results: list[RunResult], what: str) -> list[Cell]:
+    all_cells = cells(results)
+    for det in dict.fromkeys(r.detector for r in results):
+        mine = [c for c in all_cells if c.detector == det]
+        console.print(table(f"{det}: {what}", mine))
+        total = mine[-1]
+        console.print(
+            f"{det}: {total.false_disruptions} false disruptions in {total.gpu_days:,.0f} "
+            f"GPU-days = {total.rate:.2e}/GPU-day (exact upper 95% {total.upper95:.2e})"
+        )
+    return all_cells
+
+
+def merge(paths: list[Path], out: Path, console: Console) -> None:
+    """One output from chunks of one space (``--first``/``--runs`` on several machines
+    or calls): their runs pooled, the tables and cells over all of them."""
+    docs = [json.loads(p.read_text()) for p in paths]
+    keys = ("space", "ranks", "durationS", "kernels")
+    for d in docs[1:]:
+        if any(d[k] != docs[0][k] for k in keys):
+            raise SystemExit(f"--merge: chunks differ in one of {', '.join(keys)}")
+    results = [RunResult.from_dict(r) for d in docs for r in d["runs_"]]
+    scenarios = sorted((s for d in docs for s in d["scenarios"]), key=lambda s: s["index"])
+    if len({s["index"] for s in scenarios}) != len(scenarios):
+        raise SystemExit("--merge: a scenario index appears in two chunks")
+    what = f"{len(scenarios)} sampled scenarios, {docs[0]['ranks']} ranks"
+    all_cells = print_tables(console, results, what)
+    doc = {**docs[0], "runs": len(scenarios), "firstIndex": scenarios[0]["index"],
+           "seedsPerCell": len(scenarios) // (len(sampler.FAMILIES) * len(sampler.FAULTS)),
+           "wallS": sum(d["wallS"] for d in docs), "cpuS": sum(d["cpuS"] for d in docs),
+           "chunks": [str(p) for p in paths], "cells": [c.to_dict() for c in all_cells],
+           "scenarios": scenarios, "runs_": [r.to_dict() for r in results]}  # fmt: skip
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    console.print(f"wrote {out}")
 
 
 def _init_with_benchmark(paths: list[str], setup: dict[str, object]) -> None:

@@ -100,9 +100,22 @@ class RunResult:
             ttd, tta, q.false_actions, q.gpu_days,
         )  # fmt: skip
 
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> RunResult:
+        def num(k: str) -> float | None:
+            v = d[k]
+            return None if v is None else float(str(v))
+
+        return cls(
+            str(d["detector"]), str(d["family"]), str(d["fault"]), bool(d["faulty"]),
+            bool(d["foundInTime"]), bool(d["actedInTime"]), num("timeToFindS"),
+            num("timeToActS"), int(str(d["falseDisruptions"])), float(str(d["gpuDays"])),
+        )  # fmt: skip
+
     def to_dict(self) -> dict[str, object]:
         return {"detector": self.detector, "family": self.family, "fault": self.fault,
-                "foundInTime": self.found_in_time, "actedInTime": self.acted_in_time,
+                "faulty": self.faulty, "foundInTime": self.found_in_time,
+                "actedInTime": self.acted_in_time,
                 "timeToFindS": self.time_to_find_s, "timeToActS": self.time_to_act_s,
                 "falseDisruptions": self.false_disruptions, "gpuDays": self.gpu_days}  # fmt: skip
 

@@ -48,7 +48,7 @@ from .policy_safety import (
     unsafe_settings,
     zero_budget_problems,
 )
-from .policy_tail import TailRule, selector_problem
+from .policy_tail import TailRule, ladder_problem, selector_problem
 from .policy_types import (
     DISRUPTIVE_ACTIONS,
     LADDER_ORDER,
@@ -339,6 +339,15 @@ class Policy(PolicyModel):
     probe singled out the node's slow ranks; the decisions record the probe's figures."""
     probe: ProbeCheck = ProbeCheck()
     """How ``confirm: probe`` asks and judges."""
+
+    @model_validator(mode="after")
+    def _lone_rank_is_restarted(self) -> Self:
+        problem = ladder_problem(
+            one_rank=self.score.host_side_one_rank, restart_rank=self.ladder.restart_rank.enabled
+        )
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 # --- cluster-wide safety and the document -------------------------------------------

@@ -48,3 +48,14 @@ def selector_problem(
             "alone on its node; without hostSide there is no host-side rule to widen)"
         )
     return None
+
+
+def ladder_problem(*, one_rank: bool, restart_rank: bool) -> str | None:
+    """Why ``score.hostSideOneRank`` cannot go with this ladder; None: fine."""
+    if one_rank and not restart_rank:
+        return (
+            "score.hostSideOneRank needs ladder.restartRank.enabled: a rank alone slow on "
+            "its host side is its process's finding, and without restartRank the ladder's "
+            "next step would be a node action on a node whose other ranks are healthy"
+        )
+    return None

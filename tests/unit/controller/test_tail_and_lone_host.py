@@ -148,3 +148,13 @@ def test_the_tail_rule_reads_from_yaml_with_its_defaults() -> None:
     assert policy.score.tail is not None
     assert policy.score.tail.act == 0.85 and policy.score.tail.min_deviations == 3.0
     assert _policy({"kind": "gpuIndividual"}).score.tail is None
+
+
+def test_one_rank_needs_the_restart_rank_step() -> None:
+    with pytest.raises(PolicyError, match=r"hostSideOneRank needs ladder\.restartRank\.enabled"):
+        policy_doc(
+            {
+                "score": {"kind": "gpuRelative", "hostSide": True, "hostSideOneRank": True},
+                "ladder": {"restartRank": {"enabled": False}},
+            }
+        )

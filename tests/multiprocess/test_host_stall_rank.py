@@ -108,3 +108,12 @@ def test_the_node_rule_alone_misses_it(stalled: list[ScoreReport]) -> None:
 
 def test_a_world_where_nobody_stalls_gets_nothing(healthy: list[ScoreReport]) -> None:
     assert _acted(healthy, one_rank=True) == []
+
+
+def test_the_reports_carry_each_ranks_tail(stalled: list[ScoreReport]) -> None:
+    # The detector's own tail statistic (sectionTail), from its fourth window on.
+    assert all(r.section_tail for rep in stalled[3:] for r in rep.ranks)
+    last = {r.rank: (r.section_tail or {})["step"] for r in stalled[-1].ranks}
+    # Its good windows over its slow ones: 0.1 s over 0.12 s.
+    assert last[STALLED] < 0.9, last
+    assert all(v > 0.95 for k, v in last.items() if k != STALLED), last

@@ -18,9 +18,10 @@ The answer is cached: it is worked out again only when a cheap signal changes (t
 number of groups c10d made, Megatron's state, the stages found), so a report pays a
 few attribute reads. The job's objects (DDP models, pipeline stages) are found by one
 walk over the garbage collector's objects, at ``initialize``, at the first report and
-whenever c10d made a new group; each DDP model found is watched (``collectives.
-watch_ddp``). ``PACEKEEPER_DISCOVERY=off`` switches all of it off. Failures are the
-caller's guard's: logged once, counted, the report goes on without a layout.
+whenever c10d made a new group (``MAX_WALKS`` at most); each DDP model found is
+watched (``collectives.watch_ddp``). ``PACEKEEPER_DISCOVERY=off`` switches all of it
+off. Failures are the caller's guard's: logged once, counted, the report goes on
+without a layout.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ ENV = "PACEKEEPER_DISCOVERY"
 MEGATRON = "megatron.core.parallel_state"
 _STAGE_MODULE = "torch.distributed.pipelining.stage"
 _DDP_MODULE = "torch.nn.parallel.distributed"
+MAX_WALKS = 8
+"""Walks over the job's objects per run (tens of ms per million objects): a job that
+keeps making process groups does not pay one at every report."""
 
 
 def enabled() -> bool:
@@ -157,6 +161,7 @@ class Discovery:
         self._signal: tuple[Any, ...] | None = None
         self._scanned_groups: int | None = None
         self._reported = False
+        self.walks = 0
         self.objects = JobObjects()
         self.source = "none"
         """Which source gave the latest layout (``megatron``, ``groups``, ``none``)."""
@@ -167,7 +172,9 @@ class Discovery:
         """Walk the job's objects (DDP models, pipeline stages), when torch is loaded."""
         if "torch" in sys.modules:
             self._scanned_groups = _group_count()
-            self.objects.scan(_watch if self.watch_ddp else _seen)
+            if self.walks < MAX_WALKS:
+                self.walks += 1
+                self.objects.scan(_watch if self.watch_ddp else _seen)
 
     def at_report(self, current: Topology) -> Topology:
         """The topology this report carries: ``current`` when the job gave it, else the

@@ -48,6 +48,7 @@ from .policy_safety import (
     unsafe_settings,
     zero_budget_problems,
 )
+from .policy_sequential import DisruptionSafety
 from .policy_tail import TailRule, ladder_problem, selector_problem
 from .policy_types import (
     DISRUPTIVE_ACTIONS,
@@ -55,6 +56,7 @@ from .policy_types import (
     MAX_CLOCK_SKEW_S,
     MAX_NODES,
     NODE_ACTIONS,
+    PREREQUISITE_WHY,
     PREREQUISITES,
     ActionKind,
     Bool,
@@ -85,12 +87,14 @@ __all__ = [
     "MAX_POLICY_BYTES",
     "NODE_ACTIONS",
     "PREREQUISITES",
+    "PREREQUISITE_WHY",
     "ActionKind",
     "Attribution",
     "Breaker",
     "Calibration",
     "ClusterSafety",
     "Cooldowns",
+    "DisruptionSafety",
     "HardwareMemorySettings",
     "HardwareUse",
     "JobBudgets",
@@ -339,6 +343,8 @@ class Policy(PolicyModel):
     probe singled out the node's slow ranks; the decisions record the probe's figures."""
     probe: ProbeCheck = ProbeCheck()
     """How ``confirm: probe`` asks and judges."""
+    safety: DisruptionSafety = DisruptionSafety()
+    """The false-disruption rate the disruptive steps are held to (docs/decision-rule.md)."""
 
     @model_validator(mode="after")
     def _lone_rank_is_restarted(self) -> Self:

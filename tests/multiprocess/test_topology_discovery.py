@@ -33,8 +33,9 @@ def _run(body: Any, tmp_path: Path) -> list[dict[str, Any]]:
             discovery_worlds.megatron_world,
             lambda r: {"pp": r // 4, "dp": (r // 2) % 2, "tp": r % 2, "cp": 0},
         ),
+        (discovery_worlds.pipelining_world, lambda r: {"pp": r % 4, "dp": r // 4}),
     ],
-    ids=["device-mesh", "process-groups", "megatron-parallel-state"],
+    ids=["device-mesh", "process-groups", "megatron-parallel-state", "pipelining-stage"],
 )
 def test_the_layout_found_equals_what_set_topology_gives(
     body: Any, expected: Any, tmp_path: Path

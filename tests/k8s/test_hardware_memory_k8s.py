@@ -56,8 +56,8 @@ cluster:
 """
 
 
-def gpu_of(rank: int) -> str:
-    return f"GPU-{rank // RANKS_PER_NODE:08x}-{rank % RANKS_PER_NODE:04x}-4000-8000-000000000000"
+def gpu_of(rank: int, per_node: int = RANKS_PER_NODE) -> str:
+    return f"GPU-{rank // per_node:08x}-{rank % per_node:04x}-4000-8000-000000000000"
 
 
 def add_job(server: RunningServer, job: str) -> None:
@@ -99,12 +99,12 @@ def report(job: str, seq: int, at: datetime, slow: float) -> ScoreReport:
     )
 
 
-def reconciler(api_client: Any, clock: Clock) -> Reconciler:
+def reconciler(api_client: Any, clock: Clock, policy: str = POLICY) -> Reconciler:
     acts = KubernetesActuators(
         api_client, instance="test", settings=RetrySettings(request_timeout_s=1.0),
         sleep=lambda _s: None,
     )  # fmt: skip
-    doc = load_policy_document(POLICY, "test-policy")
+    doc = load_policy_document(policy, "test-policy")
     return Reconciler(api_client, doc, namespace=CONTROLLER_NS, clock=clock, actuators=acts)
 
 

@@ -23,11 +23,10 @@ from harness import RunningServer
 from harness.objects import node, pod
 from operator_world import CONTROLLER_NS, Clock
 from reporter_helpers import CRD_PATH
+from test_hardware_memory_k8s import gpu_of as hardware_gpu_of
+from test_hardware_memory_k8s import reconciler
 
-from pacekeeper.controller.actuators.kubernetes_actuators import KubernetesActuators
-from pacekeeper.controller.actuators.retries import RetrySettings
 from pacekeeper.controller.core.ids import JobKey
-from pacekeeper.controller.core.policy import load_policy_document
 from pacekeeper.controller.runtime.reconcile import Reconciler
 from pacekeeper.detector.reporters.kubernetes import KubernetesStatusSink
 from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
@@ -63,7 +62,7 @@ cluster:
 
 
 def gpu_of(slot: int) -> str:
-    return f"GPU-{slot // PER_NODE:08x}-{slot % PER_NODE:04x}-4000-8000-000000000000"
+    return hardware_gpu_of(slot, PER_NODE)
 
 
 @dataclass
@@ -153,12 +152,7 @@ def world(server: RunningServer, api_client: Any, score: str) -> tuple[Reconcile
     for n in NODES:
         server.apply(node(n))
     clock = Clock()
-    acts = KubernetesActuators(
-        api_client, instance="test", settings=RetrySettings(request_timeout_s=1.0),
-        sleep=lambda _s: None,
-    )  # fmt: skip
-    doc = load_policy_document(POLICY % {"score": score}, "test-policy")
-    return Reconciler(api_client, doc, namespace=CONTROLLER_NS, clock=clock, actuators=acts), clock
+    return reconciler(api_client, clock, POLICY % {"score": score}), clock
 
 
 def moved(server: RunningServer, namespace: str) -> list[str]:

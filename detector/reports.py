@@ -241,7 +241,7 @@ def _tails(tails: Mapping[str, float] | None) -> dict[str, float | None] | None:
     """The measured tail scores (NaN: too few windows yet, left out); None: none."""
     if not tails:
         return None
-    kept = {name: v for name, v in tails.items() if _score(v) is not None}
+    kept: dict[str, float | None] = {name: v for name, v in tails.items() if _score(v) is not None}
     return kept or None
 
 

@@ -64,5 +64,6 @@ def with_tail(
     mapped = ts * (act / rule.act) if rule.act > 0 else ts
     with np.errstate(invalid="ignore"):
         lower = np.isfinite(mapped) & ~(values <= mapped)
-    tails = {ranks[i].rank: round(float(ts[i]), 4) for i in np.flatnonzero(np.isfinite(ts))}
+    found = np.flatnonzero(np.isfinite(ts)).tolist()
+    tails = {ranks[i].rank: round(float(ts[i]), 4) for i in found}
     return np.where(lower, mapped, values), tails

@@ -6,12 +6,11 @@ test stays short. Rank 0 keeps every report; results go to a pickle."""
 
 from __future__ import annotations
 
-import os
-import pickle
 import time
 
 import torch
 import torch.distributed as dist
+from gloo_worlds import save
 
 from pacekeeper.detector import Detector
 
@@ -38,6 +37,5 @@ def stall_world(rank: int, world_size: int, out_dir: str, stall: bool) -> None:
         Detector.generate_report()
         if rank == 0:
             reports.append(Detector.latest_score_report())
-    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
-        pickle.dump({"reports": reports, "errors": Detector.internal_errors()}, f)
+    save(out_dir, rank, {"reports": reports, "errors": Detector.internal_errors()})
     Detector.shutdown()

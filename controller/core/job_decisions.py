@@ -21,6 +21,7 @@ from pacekeeper.controller.core import (
     hardware_views,
     mark_records,
     probe_check,
+    sequential,
 )
 from pacekeeper.controller.core.attribution import Digest, NodeFinding, attribute, imbalance_of
 from pacekeeper.controller.core.attribution import Verdict as Attributed
@@ -83,7 +84,7 @@ def judge(run: Run, ctx: JobRun, d: Digest) -> None:
     for f in att.findings:
         _candidate(run, ctx, d, f, streaks)
     if ctx.state.regrouped_at == run.now:
-        ctx.state = replace(ctx.state, streaks={})
+        ctx.state = replace(ctx.state, streaks={}, tests=sequential.forget(ctx.state.tests))
     slow = {f.node for f in att.findings}
     for node in list(ctx.state.ladders):
         if node not in slow:
@@ -198,6 +199,11 @@ def _candidate(
         case Exhausted(step=step):
             run.node_hold(ctx, f.node, step, Reason.LADDER_EXHAUSTED, ev)
         case Take(step=step, attempt=attempt):
+            if step in DISRUPTIVE_ACTIONS:
+                persistent = _tested(ctx, d, persistent, ev)
+                if not persistent:
+                    run.node_hold(ctx, f.node, step, Reason.NOT_PERSISTENT, ev)
+                    return
             if step in NODE_ACTIONS and ctx.policy.confirm is Confirm.PROBE:
                 lad = _confirmed(run, ctx, d, f.node, persistent, step, lad, ev)
                 if lad is None:
@@ -208,6 +214,27 @@ def _candidate(
             )  # fmt: skip
         case _:
             assert_never(move)
+
+
+def _tested(ctx: JobRun, d: Digest, ranks: list[int], ev: dict[str, Any]) -> list[int]:
+    """The ranks whose sequential test passes at the policy's false-disruption rate (all
+    of ``ranks`` when the policy states none); the test's figures go into ``ev``."""
+    rate = ctx.policy.safety.false_disruptions_per_gpu_day
+    if rate is None:
+        return ranks
+    h = sequential.threshold(rate, d.report.window_s)
+    tests = ctx.state.tests
+    passed = [r for r in ranks if Rank(r) in tests and tests[Rank(r)].passes(h)]
+    ev["sequentialTest"] = {
+        "threshold": round(h, 3),
+        "falseDisruptionsPerGpuDay": rate,
+        "passed": passed,
+        "statistic": {str(r): round(tests[Rank(r)].cusum, 3) for r in ranks if Rank(r) in tests},
+        "scale": {str(r): round(tests[Rank(r)].scale, 5) for r in ranks if Rank(r) in tests},
+    }
+    if passed:
+        ev["ranks"] = passed
+    return passed
 
 
 def _confirmed(  # noqa: PLR0917 (the candidate's context, passed on)

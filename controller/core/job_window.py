@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from pacekeeper.controller.core import hardware_memory, hardware_trust, mark_records
+from pacekeeper.controller.core import hardware_memory, hardware_trust, mark_records, sequential
 from pacekeeper.controller.core.attribution import Digest, digest, with_pattern
 from pacekeeper.controller.core.decisions import JOB_SUBJECT, Reason, Verdict
 from pacekeeper.controller.core.hardware_memory import Observation
@@ -244,4 +244,10 @@ def _absorb(ctx: JobRun, d: Digest) -> None:
                 pass  # Unknown or gone: neither counts nor clears
     keep = ctx.policy.attribution.imbalance_history
     history = (*js.history, d.to_history())[-keep:]
-    ctx.state = replace(js, streaks=streaks, ladders=ladders, history=history, layout=layout)
+    tests = js.tests
+    if ctx.policy.safety.false_disruptions_per_gpu_day is not None:
+        shift = sequential.shift_for(act)
+        tests = sequential.advance(js.tests, d.judged_scores(), shift=shift)
+    ctx.state = replace(
+        js, streaks=streaks, ladders=ladders, history=history, layout=layout, tests=tests
+    )

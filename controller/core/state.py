@@ -26,6 +26,7 @@ from pacekeeper.controller.core.hardware_memory import HardwareMemory
 from pacekeeper.controller.core.ids import JobKey, NodeName, Rank
 from pacekeeper.controller.core.observations import MarkKind
 from pacekeeper.controller.core.policy import ActionKind
+from pacekeeper.controller.core.sequential import RankTest
 from pacekeeper.controller.core.structure_pattern import Layout
 
 STATE_VERSION = 1
@@ -172,6 +173,9 @@ class JobState:
     layout: Layout | None = None
     """What the job's first judged reports showed, for a job whose reports carry no
     topology (``structure_pattern``)."""
+    tests: Mapping[Rank, RankTest] = field(default_factory=dict)
+    """Each rank's sequential test (``sequential``), when the policy states a
+    false-disruption rate; bounded by ``sequential.HISTORY`` deviations a rank."""
 
 
 @dataclass(frozen=True, slots=True)

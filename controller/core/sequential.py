@@ -1,0 +1,161 @@
+"""The sequential test a disruptive step must pass: a one-sided CUSUM on each rank's
+deviation from its peers, its noise scale learnt from the job's own reports.
+
+Pure: ``advance`` takes the tests as the last report left them and one report's scores,
+and returns the tests after it. docs/decision-rule.md derives the threshold from the
+policy's ``safety.falseDisruptionsPerGpuDay`` and says where the rate does not hold.
+
+Per report and rank, the deviation is ``e = median(log s) - log s`` over the ranks of
+the report (positive: slower than the peers). Subtracting the peers each window removes
+what every rank shares (a common drift, a job-wide slowdown); what a rank does relative
+to its peers, including a drift of its own, is noise the scale must cover:
+
+- the rank's own scale: its in-control history (the windows before its current CUSUM
+  run) read in blocks of ``BLOCK`` windows; the median absolute deviation of the block
+  means times sqrt(BLOCK) is a long-run scale, so positive autocorrelation (drift, a
+  skew that stays for a few windows) widens it instead of passing for evidence; and
+  the window-to-window differences' MAD, for the fast part;
+- the peers' scale: the median of the ranks' own scales, and this window's spread of
+  the deviations above their median (the upper half: a capped score censors the
+  lower one).
+
+The largest of these is the rank's scale. Standardized deviations are centred on the
+peers' trimmed mean, clipped at ``CLIP`` (heavy tails move the statistic by at most
+that), and enter the CUSUM as Bennett's log-likelihood bound, whose exponential is a
+supermartingale under no change: the threshold ``log(windows per day / rate)`` then
+bounds false alarms per GPU-day by the rate (Ville's inequality, once per CUSUM run).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+from pydantic import ConfigDict
+from pydantic.alias_generators import to_camel
+
+from pacekeeper.controller.core.ids import Rank
+from pacekeeper.controller.core.peer_stats import F64, MAD_TO_SIGMA
+
+SECONDS_PER_DAY = 86400.0
+HISTORY = 32
+"""Deviations a rank keeps (its in-control history is read from these)."""
+MAX_RHO = 0.95
+"""Largest lag-1 autocorrelation the variance inflation believes (a factor of 39); above
+it the noise is a level, not noise, and the rate is not claimed (docs/decision-rule.md)."""
+MIN_WINDOWS = 8
+"""Reports a rank needs before its test may pass: the scales need that many."""
+MIN_PEERS = 4
+"""Ranks with a score a report needs before it moves any test: fewer give no peers'
+median worth subtracting (a test that cannot move never passes)."""
+CLIP = 4.0
+"""Standardized deviations are clipped here: one wild window moves the statistic by at
+most this much, whatever the tails."""
+FLOOR = 1e-3
+"""Smallest scale, in log-score units (0.1 %): finer than any report resolves, and it
+keeps a job of identical scores from dividing by zero."""
+Q75 = 0.6745
+"""Upper quartile of the standard normal (the censored-spread estimate's divisor)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RankTest:
+    """One rank's test as the last report left it (kept in ``JobState.tests``)."""
+
+    __pydantic_config__ = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    history: tuple[float, ...] = ()
+    """Its deviations from its peers (log-score units), oldest first."""
+    cusum: float = 0.0
+    run: int = 0
+    """Reports since the statistic was last zero: the windows the scale leaves out."""
+    scale: float = 0.0
+    """The noise scale used in the last report (evidence)."""
+
+    def passes(self, threshold: float) -> bool:
+        return len(self.history) >= MIN_WINDOWS and self.cusum >= threshold
+
+
+def threshold(rate_per_gpu_day: float, window_s: float) -> float:
+    """The CUSUM threshold for ``rate_per_gpu_day`` with reports every ``window_s``:
+    false alarms per window are at most exp(-h), so h = log(windows per day / rate)."""
+    windows_per_day = SECONDS_PER_DAY / window_s
+    return max(math.log(windows_per_day / rate_per_gpu_day), 0.0)
+
+
+def shift_for(act: float) -> float:
+    """The deviation the test is tuned to: a score at ``thresholds.act``."""
+    return -math.log(min(max(act, 1e-6), 0.999))
+
+
+def advance(
+    tests: Mapping[Rank, RankTest], scores: Mapping[int, float], *, shift: float
+) -> dict[Rank, RankTest]:
+    """The tests after one report whose judged scores are ``scores`` (rank -> score;
+    NaN or absent: no evidence, that rank's test stays as it was)."""
+    ranks = [Rank(r) for r, s in scores.items() if math.isfinite(s) and s > 0]
+    out = dict(tests)
+    if len(ranks) < MIN_PEERS:
+        return out
+    logs = np.log(np.minimum(np.fromiter((scores[r] for r in ranks), np.float64), 1.0))
+    e = float(np.median(logs)) - logs
+    old = [tests.get(r, RankTest()) for r in ranks]
+    own = np.array([_own(t) for t in old], np.float64).reshape(-1, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # no rank has history yet
+        pooled = np.nan_to_num(np.nanmedian(own, axis=0), nan=0.0)
+    q50, q75, q10, q90 = np.quantile(e, [0.5, 0.75, 0.1, 0.9])
+    spread = float(q75 - q50) / Q75
+    scale = np.fmax(np.nan_to_num(own[:, 0], nan=0.0), max(float(pooled[0]), spread, FLOOR))
+    rho = min(max(float(pooled[1]), 0.0), MAX_RHO)
+    centre = float(np.mean(np.clip(e, q10, q90)))
+    x = np.clip((e - centre) / scale, -CLIP, CLIP)
+    v = max(1.0, float(np.mean(x * x))) * (1.0 + rho) / (1.0 - rho)
+    delta = np.minimum(shift / scale, CLIP)
+    lam = np.log1p(delta * CLIP / v) / CLIP
+    psi = v * (np.expm1(lam * CLIP) - lam * CLIP) / (CLIP * CLIP)
+    # Until some rank has an in-control history the scales and the autocorrelation are
+    # unknown: record, move nothing.
+    step = lam * x - psi if np.isfinite(own[:, 0]).any() else np.zeros_like(x)
+    for i, r in enumerate(ranks):
+        t = old[i]
+        s = max(0.0, t.cusum + float(step[i]))
+        out[r] = RankTest(
+            history=(*t.history, round(float(e[i]), 6))[-HISTORY:],
+            cusum=s,
+            run=t.run + 1 if s > 0 else 0,
+            scale=float(scale[i]),
+        )
+    return out
+
+
+def _own(t: RankTest) -> tuple[float, float]:
+    """The rank's scale (its deviations' MAD, drift included) and lag-1 autocorrelation
+    of its in-control history; NaN when too short."""
+    h = np.asarray(t.history[: max(0, len(t.history) - t.run)], np.float64)
+    if h.size < MIN_WINDOWS:
+        return math.nan, math.nan
+    scale = max(_mad(h), _mad(np.diff(h)) / math.sqrt(2.0))
+    if scale <= 0:
+        return scale, math.nan
+    z = np.clip((h - np.median(h)) / scale, -CLIP, CLIP)
+    z = z - z.mean()
+    den = float(np.dot(z, z))
+    return scale, float(np.dot(z[1:], z[:-1])) / den if den > 0 else math.nan
+
+
+def _mad(a: F64) -> float:
+    dev: float = MAD_TO_SIGMA * float(np.median(np.abs(a - np.median(a))))
+    return dev
+
+
+def forget(tests: Mapping[Rank, RankTest]) -> dict[Rank, RankTest]:
+    """After the job's pods changed (a restart, a drain): every statistic starts anew;
+    a history keeps only its in-control part (the slow windows were no noise)."""
+    return {
+        r: replace(t, history=t.history[: max(0, len(t.history) - t.run)], cusum=0.0, run=0)
+        for r, t in tests.items()
+    }

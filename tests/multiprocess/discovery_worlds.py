@@ -176,24 +176,13 @@ def ddp_world(rank: int, world_size: int, out_dir: str) -> None:
 
 
 def pipelining_world(rank: int, world_size: int, out_dir: str) -> None:
-    """A ``torch.distributed.pipelining`` job: 2 pipelines of 4 stages over 8 ranks, each
-    pipeline's stages in a group of their own, the two replicas of a stage in a group
-    described ``dp`` (what a job names with ``new_group(group_desc=...)``). The stage
-    groups are contiguous blocks, which the stride convention alone would call ``pp``
-    too; the stage's own group says so here whatever the layout."""
+    """A ``torch.distributed.pipelining`` job of one pipeline, a stage per rank, on the
+    default group: no process group says "pipeline", only the stage object does."""
     from torch.distributed.pipelining import PipelineStage
 
-    stages = dp = None
-    for start in (0, 4):
-        g = dist.new_group(list(range(start, start + 4)))
-        if rank in range(start, start + 4):
-            stages = g
-    for start in range(4):
-        g = dist.new_group([start, start + 4], group_desc="dp")
-        if rank in (start, start + 4):
-            dp = g
-    stage = PipelineStage(torch.nn.Linear(4, 4), rank % 4, 4, torch.device("cpu"), group=stages)
+    stage = PipelineStage(torch.nn.Linear(4, 4), rank, world_size, torch.device("cpu"))
     found = _one_run(lambda: None)
-    given = _one_run(lambda: Detector.set_topology(groups={"pp": stages, "dp": dp}))
+    pp = stage.group_rank
+    given = _one_run(lambda: Detector.set_topology(coords={"pp": pp}))
     del stage
     _save(out_dir, rank, found, given)

@@ -33,7 +33,7 @@ def _run(body: Any, tmp_path: Path) -> list[dict[str, Any]]:
             discovery_worlds.megatron_world,
             lambda r: {"pp": r // 4, "dp": (r // 2) % 2, "tp": r % 2, "cp": 0},
         ),
-        (discovery_worlds.pipelining_world, lambda r: {"pp": r % 4, "dp": r // 4}),
+        (discovery_worlds.pipelining_world, lambda r: {"pp": r}),
     ],
     ids=["device-mesh", "process-groups", "megatron-parallel-state", "pipelining-stage"],
 )

@@ -166,8 +166,9 @@ def judge(
         if sel.host_side:
             ratios = None if gpu is None else gpu.ratio
             values, host = _with_host_side(
-                ranks, values, groups, summaries, act, k, ratios, sel.host_side_one_rank
-            )
+                ranks, values, groups, summaries, (act, sel.host_side_act or act), k, ratios,
+                sel.host_side_one_rank,
+            )  # fmt: skip
         if sel.tail is not None:
             values, tails = tail.with_tail(ranks, values, groups, summaries, sel.tail, act=act)
     else:
@@ -222,23 +223,28 @@ def _with_host_side(  # noqa: PLR0917 (the ranks, their peers, and how to judge 
     values: F64,
     groups: Groups,
     summaries: dict[str, PeerSummary],
-    act: float,
+    acts: tuple[float, float],
     k: float | None,
     gpu_ratio: F64 | None = None,
     one_rank: bool = False,
 ) -> tuple[F64, dict[int, float]]:
-    """``values`` (GPU scores) lowered to the host score of each host-side straggler;
-    ``gpu_ratio``: the GPU ratios when the memory of hardware computed them already;
-    ``one_rank``: a rank alone on its node counts (``score.hostSideOneRank``)."""
+    """``values`` (GPU scores) lowered to the host score of each host-side straggler,
+    scaled by ``act / host_act`` (``acts``: ``thresholds.act`` and ``score.hostSideAct``)
+    so a host score below its own line is below ``act``; ``gpu_ratio``: the GPU ratios
+    when the memory of hardware computed them already; ``one_rank``: a rank alone on its
+    node counts (``score.hostSideOneRank``)."""
+    act, host_act = acts
     with np.errstate(invalid="ignore"):
         gpu_slow = values < act
     hs = host_side.host_scores(
-        ranks, groups, summaries, gpu_slow, act=act, k=k, gpu_ratio=gpu_ratio, one_rank=one_rank
-    )
+        ranks, groups, summaries, gpu_slow, act=host_act, k=k, gpu_ratio=gpu_ratio,
+        one_rank=one_rank,
+    )  # fmt: skip
+    judged = hs * (act / host_act) if host_act > 0 else hs
     with np.errstate(invalid="ignore"):
-        lower = np.isfinite(hs) & ~(values <= hs)
+        lower = np.isfinite(judged) & ~(values <= judged)
     host = {ranks[i].rank: round(float(hs[i]), 4) for i in np.flatnonzero(lower).tolist()}
-    return np.where(lower, hs, values), host
+    return np.where(lower, judged, values), host
 
 
 def _slow_own_gpu(

@@ -165,6 +165,12 @@ class ScoreSelector(PolicyModel):
     """With hostSide: a rank alone on its node counts too when its host side became slow
     (also against its own past) and its GPU is fine: its process is the finding
     (``restartRank``), never the node (``policy_tail``)."""
+    host_side_act: UnitInterval | None = None
+    """With hostSide: a host score strictly below this counts as slow (null:
+    ``thresholds.act``). Host scores have the GPU's part taken out, so no spread of
+    same-model GPUs widens them: a policy acting on GPUs at 0.75 can judge host time at
+    0.9 (0.2 s more on a 1.6 s section). A rank so found is judged as a score of
+    ``thresholds.act x host / hostSideAct``."""
     tail: TailRule | None = None
     """Also judge each rank by its tail statistic against its peers' (``TailRule``): a
     rank slow a few windows in fifteen, which every window's median hides (null: not)."""
@@ -193,7 +199,7 @@ class ScoreSelector(PolicyModel):
         problem = selector_problem(
             reference_peers=self.reference is Reference.PEER_MEDIAN,
             host_side=self.host_side,
-            one_rank=self.host_side_one_rank,
+            one_rank=self.host_side_one_rank or self.host_side_act is not None,
             tail=self.tail,
         )
         if problem:

@@ -44,8 +44,8 @@ def selector_problem(
         )
     if one_rank and not host_side:
         return (
-            "hostSideOneRank needs hostSide: true (it widens the host-side rule to a rank "
-            "alone on its node; without hostSide there is no host-side rule to widen)"
+            "hostSideOneRank and hostSideAct need hostSide: true (they widen and set the "
+            "host-side rule; without hostSide there is no host-side rule)"
         )
     return None
 

@@ -129,7 +129,9 @@ def test_a_rank_that_always_did_more_host_work_is_not_found() -> None:
             {"kind": "gpuRelative", "reference": "best", "tail": {}},
             "tail needs reference peerMedian",
         ),
-        ({"kind": "gpuRelative", "hostSideOneRank": True}, "hostSideOneRank needs hostSide"),
+        ({"kind": "gpuRelative", "hostSideOneRank": True}, "hostSideOneRank and hostSideAct need"),
+        ({"kind": "gpuRelative", "hostSideAct": 0.9}, "hostSideOneRank and hostSideAct need"),
+        ({"kind": "gpuRelative", "hostSide": True, "hostSideAct": 1.2}, r"score\.hostSideAct"),
         ({"kind": "gpuRelative", "tail": {"act": 1.5}}, r"score\.tail\.act"),
         ({"kind": "gpuRelative", "tail": {"acts": 0.8}}, r"score\.tail\.acts"),
         ({"kind": "gpuRelative", "tail": {"minDeviations": -1.0}}, r"score\.tail\.minDeviations"),
@@ -158,3 +160,15 @@ def test_one_rank_needs_the_restart_rank_step() -> None:
                 "ladder": {"restartRank": {"enabled": False}},
             }
         )
+
+
+def test_host_side_act_sets_the_host_line_below_a_low_gpu_act() -> None:
+    # A policy acting on GPUs at 0.75 never sees a 15% host stall (0.85) by its act.
+    report = _report(host_slow={5: 0.85})
+    score = {"kind": "gpuRelative", "hostSide": True, "hostSideOneRank": True}
+    low = {"thresholds": {"act": 0.75, "recover": 0.9}}
+    assert not digest(report, policy_doc({"score": score, **low}).policies["default"]).below
+    with_line = policy_doc({"score": {**score, "hostSideAct": 0.9}, **low}).policies["default"]
+    d = digest(report, with_line)
+    # Judged as a score of act x host / hostSideAct: 0.75 x 0.85 / 0.9.
+    assert d.below == {5: pytest.approx(0.75 * 0.85 / 0.9, abs=5e-3)}

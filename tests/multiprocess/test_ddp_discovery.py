@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import pickle
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import discovery_worlds
 import pytest
+import yaml
 from discovery_worlds import SLOW_RANK
 
 from pacekeeper.controller.core.decisions import Verdict
@@ -29,24 +31,21 @@ from pacekeeper.detector.score_report import ScoreReport
 
 WORLD = 4
 
-POLICY = parse_policy_document(
-    {
-        "apiVersion": "pacekeeper.dev/v1alpha1",
-        "kind": "RemediationPolicies",
-        "mode": "enforce",
-        "defaultPolicy": "p",
-        "policies": {
-            "p": {
-                # docs/policies/observe.yaml's default score and thresholds.
-                "score": {"kind": "worst", "reference": "peerMedian"},
-                "thresholds": {"act": 0.7, "recover": 0.85},
-                "persistence": {"consecutiveReports": 1, "minSamples": 1},
-                "warmup": {"afterJobStartS": 0, "afterActionS": 0},
-                "ladder": {"notify": {"enabled": True}},
-            }
-        },
-    }
-)  # fmt: skip
+
+def _worst_policy() -> Any:
+    """docs/policies/observe.yaml (every score against the peers' median, act below
+    0.7), enforcing, and acting on one report: every report is judged on its own."""
+    doc = yaml.safe_load((ROOT / "docs" / "policies" / "observe.yaml").read_text())
+    doc["mode"] = "enforce"
+    policy = doc["policies"][doc["defaultPolicy"]]
+    assert policy["score"]["kind"] == "worst"
+    policy["persistence"]["consecutiveReports"] = 1
+    policy["warmup"] = {"afterJobStartS": 0, "afterActionS": 0}
+    return parse_policy_document(doc)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = _worst_policy()
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,11 @@ is left out.
 Names: a described group (``new_group(..., group_desc=...)``; a DeviceMesh names its
 dimensions' groups ``mesh_<dim>``) keeps its description's name. Undescribed groups
 are named by convention from the outermost (largest stride) in: ``pp``, ``dp``,
-``cp``, ``tp``, the layout Megatron-Core, DeepSpeed and torchtitan share (pipeline
-outermost, tensor-parallel innermost). The outermost is never a replica dimension
-(``score_report.REPLICA_DIMENSIONS``), so a wrong guess splits peers more finely than
-needed, and never puts two pipeline stages of that layout in one peer group.
+``cp``, ``tp`` (three: ``pp``, ``dp``, ``tp``), the layout Megatron-Core, DeepSpeed
+and torchtitan share (pipeline outermost, tensor-parallel innermost). The outermost
+is never a replica dimension (``score_report.REPLICA_DIMENSIONS``), so a wrong guess
+splits peers more finely than needed, and never puts two pipeline stages of that
+layout in one peer group.
 """
 
 from __future__ import annotations
@@ -122,12 +123,25 @@ def named(dims: Sequence[Dimension], taken: frozenset[str] = frozenset()) -> dic
     for d in dims:
         if d.name is not None and d.name not in coords and d.name not in taken:
             coords[d.name] = d.coord
-    free = [n for n in CONVENTION if n not in coords and n not in taken]
     unnamed = sorted((d for d in dims if d.name is None), key=lambda d: -d.stride)
-    for i, d in enumerate(unnamed):
-        name = free[i] if i < len(free) else f"dim{i}"
+    used = taken | coords.keys()
+    for i, (d, guess) in enumerate(zip(unnamed, convention(len(unnamed)), strict=True)):
+        name = (
+            guess
+            if guess not in used
+            else next((n for n in CONVENTION if n not in used), f"dim{i}")
+        )
+        used = used | {name}
         coords[name] = d.coord
     return coords
+
+
+def convention(k: int) -> tuple[str, ...]:
+    """Names of ``k`` undescribed dimensions, outermost first: the layouts jobs use with
+    that many (``pp``; ``pp, dp``; ``pp, dp, tp``, context parallelism being the
+    rarest; then all four, then ``dim4``...)."""
+    names = {0: (), 1: ("pp",), 2: ("pp", "dp"), 3: ("pp", "dp", "tp")}.get(k, CONVENTION)
+    return names + tuple(f"dim{i}" for i in range(len(names), k))
 
 
 def coordinates(me: int, world: int, groups: Sequence[GroupSeen]) -> dict[str, int]:

@@ -71,9 +71,7 @@ def groups_world(rank: int, world_size: int, out_dir: str) -> None:
             if rank in ranks:
                 made[name] = group
     found = _one_run(lambda: None)
-    # The convention names undescribed groups pp, dp, cp from the outermost in.
-    by_convention = {"pp": made["pp"], "dp": made["dp"], "cp": made["tp"]}
-    given = _one_run(lambda: Detector.set_topology(groups=by_convention))
+    given = _one_run(lambda: Detector.set_topology(groups=made))
     _save(out_dir, rank, found, given)
 
 

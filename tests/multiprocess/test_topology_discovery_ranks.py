@@ -28,7 +28,7 @@ def _run(body: Any, tmp_path: Path) -> list[dict[str, Any]]:
     ("body", "expected"),
     [
         (discovery_worlds.mesh_world, lambda r: {"pp": r // 4, "dp": (r // 2) % 2, "tp": r % 2}),
-        (discovery_worlds.groups_world, lambda r: {"pp": r // 4, "dp": (r // 2) % 2, "cp": r % 2}),
+        (discovery_worlds.groups_world, lambda r: {"pp": r // 4, "dp": (r // 2) % 2, "tp": r % 2}),
         (
             discovery_worlds.megatron_world,
             lambda r: {"pp": r // 4, "dp": (r // 2) % 2, "tp": r % 2, "cp": 0},

@@ -61,7 +61,20 @@ def test_described_groups_keep_their_names_on_every_rank(me: int) -> None:
 def test_undescribed_groups_are_named_outermost_first(me: int) -> None:
     layout = {"a": (8, 2), "b": (2, 4), "c": (1, 2)}
     got = coordinates(me, 16, _groups_of(me, layout, 16, desc=False))
-    assert got == {"pp": me // 8, "dp": (me // 2) % 4, "cp": me % 2}
+    assert got == {"pp": me // 8, "dp": (me // 2) % 4, "tp": me % 2}  # DeepSpeed's grid
+
+
+def test_four_undescribed_dimensions_and_names_already_taken() -> None:
+    layout = {"a": (8, 2), "b": (4, 2), "c": (2, 2), "d": (1, 2)}
+    assert coordinates(13, 16, _groups_of(13, layout, 16, desc=False)) == {
+        "pp": 1,
+        "dp": 1,
+        "cp": 0,
+        "tp": 1,
+    }
+    groups = _groups_of(5, {"a": (4, 2), "b": (1, 2)}, 8, desc=False)
+    groups.append(GroupSeen((5, 7), 1, "pp"))  # a described pp: the outermost is not pp
+    assert coordinates(5, 8, groups) == {"pp": 1, "dp": 1, "cp": 1}
 
 
 def test_one_undescribed_dimension_is_never_a_replica() -> None:

@@ -1,0 +1,100 @@
+"""The decision core with ``safety.falseDisruptionsPerGpuDay``: a disruptive step waits
+until the rank's sequential test passes; notices come as fast as without it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from controller_builders import Loop, acts, policy_doc
+
+from pacekeeper.controller.core.decisions import Decision, Reason, Verdict
+from pacekeeper.controller.core.policy import ActionKind, PolicyError, parse_policy_document
+
+WORLD = 16
+SLOW_RANK = 0
+NODE0 = "node/node-000"
+HISTORY = 12
+"""Healthy reports before the slowdown (the test needs a history to learn the noise)."""
+
+
+def _noisy(rng: np.random.Generator, slow: float, skewed: int | None = None) -> dict[int, float]:
+    step = np.exp(rng.normal(0.0, 0.01, WORLD))
+    step[SLOW_RANK] /= 1.0 - slow
+    if skewed is not None:
+        step[skewed] *= 1.09  # more data on this rank: a healthy GPU, slower a while
+    return {r: float(s) for r, s in enumerate(np.minimum(np.median(step) / step, 1.0))}
+
+
+def _run(
+    rate: float | None, slow: float = 0.2, reports: int = 40, skew: bool = False
+) -> list[Decision]:
+    policy: dict[str, Any] = {
+        "thresholds": {"act": 0.93, "recover": 0.97},
+        "score": {"minDeviations": None},
+    }
+    if rate is not None:
+        policy["safety"] = {"falseDisruptionsPerGpuDay": rate}
+    loop = Loop(policy_doc(policy), world=WORLD)
+    rng = np.random.default_rng(7)
+    for i in range(reports):
+        # With skew: every 10 reports another healthy rank is 9% slower for 4 reports.
+        skewed = 1 + (i // 10) % (WORLD - 1) if skew and i % 10 < 4 else None
+        loop.step(_noisy(rng, slow if i >= HISTORY else 0.0, skewed))
+    return loop.log
+
+
+def _first(log: list[Decision], action: ActionKind) -> int:
+    return next(i for i, d in enumerate(log) if d.verdict is Verdict.ACT and d.action is action)
+
+
+def test_the_restart_waits_for_the_test_and_the_notice_does_not() -> None:
+    gated, plain = _run(0.001), _run(None)
+    # The notice: the same decision at the same report with or without the rule.
+    notice = gated[_first(gated, ActionKind.NOTIFY)]
+    assert notice.decided_at == plain[_first(plain, ActionKind.NOTIFY)].decided_at
+    restart = gated[_first(gated, ActionKind.RESTART_RANK)]
+    without = plain[_first(plain, ActionKind.RESTART_RANK)]
+    assert restart.decided_at is not None and without.decided_at is not None
+    assert restart.decided_at > without.decided_at
+    withheld = [
+        d
+        for d in gated
+        if d.verdict is Verdict.HOLD
+        and d.action is ActionKind.RESTART_RANK
+        and d.reason is Reason.NOT_PERSISTENT
+    ]
+    assert withheld, "no restart was withheld for the test"
+    test = withheld[-1].evidence["sequentialTest"]
+    assert test["passed"] == [] and test["statistic"]["0"] < test["threshold"]
+    passed = restart.evidence["sequentialTest"]
+    assert passed["passed"] == [SLOW_RANK]
+    assert passed["statistic"]["0"] >= passed["threshold"]
+    assert restart.evidence["ranks"] == [SLOW_RANK]
+
+
+def test_skew_that_comes_and_goes_is_noticed_but_never_disrupted() -> None:
+    log = _run(0.001, slow=0.0, reports=60, skew=True)
+    kinds = [a for a, _ in acts(log)]
+    assert ActionKind.NOTIFY in kinds  # the notices stay fast
+    assert set(kinds) == {ActionKind.NOTIFY}, kinds
+
+
+@pytest.mark.parametrize("value", [0.0, 2.0, -1e-3, float("nan")])
+def test_a_rate_out_of_bounds_is_refused_naming_the_field(value: float) -> None:
+    with pytest.raises(PolicyError, match=r"policy 'default': safety\.falseDisruptionsPerGpuDay"):
+        policy_doc({"safety": {"falseDisruptionsPerGpuDay": value}})
+
+
+def test_a_rate_that_is_no_number_is_refused_naming_the_field() -> None:
+    doc = {
+        "apiVersion": "pacekeeper.dev/v1alpha1",
+        "kind": "RemediationPolicies",
+        "policies": {"p": {"safety": {"falseDisruptionsPerGpuDay": "often"}}},
+    }
+    with pytest.raises(PolicyError, match=r"safety\.falseDisruptionsPerGpuDay"):
+        parse_policy_document(doc, "p.yaml")
+    doc["policies"] = {"p": {"safety": {"falseDisruptionsPerGPUDay": 0.001}}}
+    with pytest.raises(PolicyError, match=r"falseDisruptionsPerGPUDay"):
+        parse_policy_document(doc, "p.yaml")

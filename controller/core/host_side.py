@@ -21,11 +21,12 @@ Two rules keep it to the machine:
   no node action mends.
 
 With ``one_rank`` (``score.hostSideOneRank``) a rank alone on its node counts too when
-its host side became slow: the same section is also below ``act`` against the rank's
-own recent past (its individual score), so it is a change, not work the rank always
-did (rank 0's logging scores 1.0 against its own past). Its GPU is fine and its node's
-other ranks are: the rank's process is the finding (``attribution`` makes it a rank
-finding, and the ladder's ``restartRank`` its remedy), never the node.
+its host side became slow against its own recent past (``_lone``: its section
+individual scores, its GPU's part out, against its peers' and behind them), so it is
+a change, not work the rank always did (rank 0's logging scores 1.0 against its own
+past). Its GPU is fine and its node's other ranks are: the rank's process is the
+finding (``attribution`` makes it a rank finding, and the ladder's ``restartRank`` its
+remedy), never the node.
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ def host_scores(
         host = np.nanmin(judged, axis=1)
     with np.errstate(invalid="ignore"):
         slow = (host < act) & ~gpu_slow
+    if one_rank:
+        lone = _lone(ranks, names, adjusted < ref, groups, act, k)
+        alone = np.isfinite(lone) & ~gpu_slow
+        out[alone] = lone[alone]
     if not slow.any():
         return out
     index: dict[str, int] = {}
@@ -87,29 +92,45 @@ def host_scores(
     below = np.bincount(node, weights=slow, minlength=len(index))
     agree = below >= np.maximum(MIN_NODE_RANKS, np.ceil(listed / 2))
     keep = slow & agree[node]
-    if one_rank:
-        with np.errstate(invalid="ignore"):
-            slow_sections = judged < act
-        keep |= slow & _changed(ranks, names, slow_sections, act)
-    out[keep] = host[keep]
+    out[keep] = np.fmin(out[keep], host[keep])
     return out
 
 
-def _changed(
-    ranks: Sequence[RankScores], names: Sequence[str], slow: np.ndarray, act: float
-) -> np.ndarray:
-    """Per rank: some section slow against its peers (``slow``, ranks x ``names``) is
-    also below ``act`` against the rank's own past (``sectionIndividual``); a rank
-    without individual scores never is (nothing says its host side changed)."""
-    out = np.zeros(len(ranks), dtype=np.bool_)
-    for i in np.flatnonzero(slow.any(axis=1)).tolist():
-        own = ranks[i].section_individual
-        for j in np.flatnonzero(slow[i]).tolist():
-            v = own.get(names[j])
-            if v is not None and v < act:
-                out[i] = True
-                break
-    return out
+def _lone(  # noqa: PLR0917 (the ranks, their sections, and how to judge them)
+    ranks: Sequence[RankScores],
+    names: Sequence[str],
+    behind: np.ndarray,
+    groups: Groups,
+    act: float,
+    k: float | None,
+) -> F64:
+    """Per rank, how much its host side slowed against its own past, beside its peers'
+    (``score.hostSideOneRank``); NaN where it did not, below ``act``.
+
+    Each section's individual score (this window against the rank's own recent best)
+    divided by its GPU's (``gpuIndividual``, when below 1): the GPU's part of a change
+    taken out, a fully GPU-bound section then scores 1.0. Judged against the peers'
+    median and spread of the same, so a change the whole job saw (a new phase of
+    training) is no one's. Only sections where the rank is also behind its peers
+    (``behind``: slower than their median, its GPU's part out) count: a rank that was
+    faster and is now as fast as the rest is no straggler. Against its own past and not
+    only its peers: a rank that always did more (rank 0 logs) has not changed, and a
+    fast GPU hides a stall from the peer comparison (its sections are as slow as the
+    median's) but not from its own past."""
+    n = len(ranks)
+    ind = np.array(
+        [[r.section_individual.get(name) for name in names] for r in ranks], dtype=np.float64
+    ).reshape(n, len(names))
+    gpu = _usable(np.array([r.gpu_individual for r in ranks], dtype=np.float64))
+    change = ind / np.minimum(gpu, 1.0)[:, None]
+    keys = [score_key("sectionIndividual", name) for name in names]
+    ref, mad = groups.references(change, None, keys)
+    judged = np.where(behind, against(change, ref, mad, act, k), np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # rows with no such section
+        worst = np.nanmin(judged, axis=1)
+    with np.errstate(invalid="ignore"):
+        return np.where(worst < act, worst, np.nan)
 
 
 def _sections(ranks: Sequence[RankScores]) -> tuple[list[str], F64]:

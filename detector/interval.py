@@ -56,6 +56,7 @@ class IntervalTracker:
     INTERVAL_ESTIMATION_ITERS = 16
     ESTIMATION_ITERS = INTERVAL_ESTIMATION_ITERS
     MAX_STEPS_KEPT = 4096
+    ADAPTIVE_BY_DEFAULT = True
 
     def __init__(
         self,
@@ -64,12 +65,12 @@ class IntervalTracker:
         sync: Callable[[float], float] | None = None,
         clock: Callable[[], float] = time.monotonic,
         *,
-        adaptive: bool = True,
+        adaptive: bool | None = None,
     ) -> None:
         self.time_interval = time_interval
         """Target seconds between reports (NVRx's name)."""
         self.profiling_interval = profiling_interval
-        self.adaptive = adaptive
+        self.adaptive = self.ADAPTIVE_BY_DEFAULT if adaptive is None else adaptive
         self._sync = sync if sync is not None else _no_sync
         self._clock = clock
         self.current_iter = 0
@@ -166,18 +167,10 @@ class IntervalTracker:
 
 
 class ReportIntervalTracker(IntervalTracker):
-    """NVRx's class: the count is estimated once (``adaptive=False``), so reports fall on
-    its multiples and ``is_interval_elapsed() == (current_iter % iter_interval == 0)``.
-    The Detector's own tracker adapts (``Detector.initialize(adaptive_interval=...)``).
-    Built alone it agrees with no other rank (``sync`` is the Detector's)."""
+    """NVRx's class: the count is estimated once (``adaptive=False`` unless asked), so
+    reports fall on its multiples and ``is_interval_elapsed() == (current_iter %
+    iter_interval == 0)``. The Detector's own tracker adapts
+    (``Detector.initialize(adaptive_interval=...)``). Built alone it agrees with no
+    other rank (``sync`` is the Detector's)."""
 
-    def __init__(
-        self,
-        time_interval: float = 60.0,
-        profiling_interval: int = 1,
-        sync: Callable[[float], float] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        *,
-        adaptive: bool = False,
-    ) -> None:
-        super().__init__(time_interval, profiling_interval, sync, clock, adaptive=adaptive)
+    ADAPTIVE_BY_DEFAULT = False

@@ -51,7 +51,7 @@ MIN_WINDOWS = 8
 MIN_PEERS = 4
 """Ranks with a score a report needs before it moves any test: fewer give no peers'
 median worth subtracting (a test that cannot move never passes)."""
-CLIP = 4.0
+CLIP = 6.0
 """Standardized deviations are clipped here: one wild window moves the statistic by at
 most this much, whatever the tails."""
 FLOOR = 1e-3

@@ -13,14 +13,26 @@ from __future__ import annotations
 import pickle
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import host_stall_ranks
 import pytest
 from host_stall_ranks import STALL_FROM, STALLED
 
 from pacekeeper.controller.core.decisions import Decision, Verdict
-from pacekeeper.controller.core.policy import NODE_ACTIONS, ActionKind, parse_policy_document
+from pacekeeper.controller.core.policy import (
+    NODE_ACTIONS,
+    ActionKind,
+    Ladder,
+    LadderStep,
+    Mode,
+    Persistence,
+    Policy,
+    PolicyDocument,
+    ScoreKind,
+    ScoreSelector,
+    Thresholds,
+    Warmup,
+)
 from pacekeeper.controller.simulation.runner import Replayer
 from pacekeeper.detector.local_world import spawn_world
 from pacekeeper.detector.score_report import ScoreReport
@@ -29,26 +41,21 @@ WORLD = 4
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
 
-def _policy(one_rank: bool) -> Any:
-    return parse_policy_document(
-        {
-            "apiVersion": "pacekeeper.dev/v1alpha1",
-            "kind": "RemediationPolicies",
-            "mode": "enforce",
-            "defaultPolicy": "p",
-            "policies": {
-                "p": {
-                    "score": {"kind": "gpuRelative", "hostSide": True,
-                              "hostSideOneRank": one_rank},
-                    "thresholds": {"act": 0.9, "recover": 0.95},
-                    "persistence": {"consecutiveReports": 2, "minSamples": 0},
-                    "warmup": {"afterJobStartS": 0, "afterActionS": 0},
-                    "ladder": {"notify": {"enabled": True, "timeoutS": 60},
-                               "restartRank": {"enabled": True, "timeoutS": 600}},
-                }
-            },
-        }
-    )  # fmt: skip
+def _policy(one_rank: bool) -> PolicyDocument:
+    policy = Policy(
+        score=ScoreSelector(
+            kind=ScoreKind.GPU_RELATIVE, host_side=True, host_side_one_rank=one_rank
+        ),
+        thresholds=Thresholds(act=0.9, recover=0.95),
+        # CPU ranks time no kernels: the host side is all there is to count.
+        persistence=Persistence(consecutive_reports=2, min_samples=0),
+        warmup=Warmup(after_job_start_s=0.0, after_action_s=0.0),
+        ladder=Ladder(
+            notify=LadderStep(enabled=True, timeout_s=60.0),
+            restart_rank=LadderStep(enabled=True, timeout_s=600.0),
+        ),
+    )
+    return PolicyDocument(mode=Mode.ENFORCE, default_policy="p", policies={"p": policy})
 
 
 def _world(out: Path, stall: bool) -> list[ScoreReport]:

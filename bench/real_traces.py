@@ -11,7 +11,12 @@ rank with its dp/pp/tp coordinates), the detector's own scoring and the decision
 same windows. A synthetic pipeline job built here adds the case the issue found: the
 last stage has more work and both data-parallel replicas of it are equally slow.
 
-What must hold:
+Every case runs twice under each policy: with the ranks' coordinates, and without them
+(``coords`` no: what a drop-in job that never called ``set_topology`` reports, where
+only the controller's pattern test, ``structure_pattern``, can tell a heavier stage
+from a slow node).
+
+What must hold, with and without coordinates:
 * AR: the culprit acted on (any ladder step, taken or would-be) at most two windows
   after the first report that shows it slow, and no other rank or node acted on;
 * SE: no rank or node action at all;
@@ -219,22 +224,58 @@ def with_reference(doc: PolicyDocument, ref: Reference) -> PolicyDocument:
 Run = Callable[[Trace, Case, int], Outcome]
 
 
-def detectors() -> list[tuple[str, bool, Run]]:
-    """(name, reads the topology, run). "before" is enforce-gpu.yaml as it was: against
-    the best rank, on reports without coordinates (schemaVersion 1)."""
-    out: list[tuple[str, bool, Run]] = []
-    for name in POLICIES:
-        doc = load_policy_file(ROOT / "docs" / "policies" / f"{name}.yaml")
-        out.append((name, True, lambda t, c, g, doc=doc: our_outcome(t, c, doc, g)))
-    # The detection-quality benchmark's own policy (GPU individual, peer check, host side).
-    sim = simulation_policy(Mode.ENFORCE)
-    out.append(("benchmark policy", True, lambda t, c, g: our_outcome(t, c, sim, g)))
+def policies() -> list[tuple[str, PolicyDocument]]:
+    """Every example policy of docs/policies/ and the detection-quality benchmark's own
+    (GPU individual, peer check, host side)."""
+    out = [(n, load_policy_file(ROOT / "docs" / "policies" / f"{n}.yaml")) for n in POLICIES]
+    return [*out, ("benchmark policy", simulation_policy(Mode.ENFORCE))]
+
+
+def detectors() -> list[tuple[str, bool | None, Run]]:
+    """(name, reads the topology — None: run with and without it —, run). "before" is
+    enforce-gpu.yaml as it was: against the best rank, on reports without coordinates
+    (schemaVersion 1)."""
+    out: list[tuple[str, bool | None, Run]] = []
+    for name, doc in policies():
+        out.append((name, None, lambda t, c, g, doc=doc: our_outcome(t, c, doc, g)))
     old = with_reference(load_policy_file(ROOT / "docs/policies/enforce-gpu.yaml"), Reference.BEST)
     out.append(("enforce-gpu, best rank", True, lambda t, c, g: our_outcome(t, c, old, g)))
     out.append(("enforce-gpu before", False, lambda t, c, g: our_outcome(t, c, old, g)))
     for rule in NVRX_RULES:
         out.append((rule.name, False, lambda t, c, g, rule=rule: nvrx_outcome(t, c, rule)))
     return out
+
+
+def traces_of(case: Case, steps_per_window: int) -> dict[bool, Trace]:
+    """The case's windows with its coordinates (True) and without them (False)."""
+    return {
+        topology: cut(
+            case.ops,
+            steps_per_window=steps_per_window,
+            world_size=case.meta.world_size,
+            coords=case.coords if topology else None,
+        )
+        for topology in (True, False)
+    }
+
+
+def case_rows(case: Case, steps_per_window: int) -> list[dict[str, Any]]:
+    """One row per node layout, detector and (for ours) with and without coordinates."""
+    traces = traces_of(case, steps_per_window)
+    rows = []
+    for gpus in LAYOUTS[case.name]:
+        for name, topology, run in detectors():
+            if name.startswith("nvrx") and gpus != LAYOUTS[case.name][0]:
+                continue  # NVRx names ranks: the node layout changes nothing
+            for coords in (True, False) if topology is None else (topology,):
+                out = run(traces[coords], case, gpus)
+                rows.append(
+                    {"case": case.name, "GPUs/node": gpus, "coords": "yes" if coords else "no"}
+                    | {"detector": name}
+                    | out.row()
+                    | {"verdict": verdict(case, out)}
+                )
+    return rows
 
 
 def healthy_rows() -> list[dict[str, Any]]:
@@ -253,6 +294,7 @@ def healthy_rows() -> list[dict[str, Any]]:
             {
                 "case": "healthy 1,024 (sim)",
                 "GPUs/node": 8,
+                "coords": "no",
                 "detector": name,
                 "windows": len(out.record.times_s),
                 "culprit named": "-",
@@ -281,27 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_case("SE", frozenset()),
         pipeline_case(),
     ]
-    rows = []
-    for case in cases:
-        traces = {
-            topology: cut(
-                case.ops,
-                steps_per_window=args.steps_per_window,
-                world_size=case.meta.world_size,
-                coords=case.coords if topology else None,
-            )
-            for topology in (True, False)
-        }
-        for gpus in LAYOUTS[case.name]:
-            for name, topology, run in detectors():
-                if name.startswith("nvrx") and gpus != LAYOUTS[case.name][0]:
-                    continue  # NVRx names ranks: the node layout changes nothing
-                out = run(traces[topology], case, gpus)
-                rows.append(
-                    {"case": case.name, "GPUs/node": gpus, "detector": name}
-                    | out.row()
-                    | {"verdict": verdict(case, out)}
-                )
+    rows = [row for case in cases for row in case_rows(case, args.steps_per_window)]
     if not args.skip_healthy:
         rows.extend(healthy_rows())
     emit(
@@ -314,9 +336,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "policies": [f"docs/policies/{p}.yaml" for p in POLICIES]
             + ["presets.simulation_policy(enforce) (the benchmark policy)"],
             "culprit": {"AR": [0], "SE": [], "pipeline": []},
+            "coords": "yes: every rank's dp/pp/tp; no: none (a drop-in job's reports)",
         },
     )
-    ours = [r for r in rows if r["detector"] in (*POLICIES, "enforce-gpu, best rank")]
+    ours = [
+        r
+        for r in rows
+        if r["detector"] in (*POLICIES, "benchmark policy", "enforce-gpu, best rank")
+    ]
     return 0 if all(r["verdict"] == "pass" for r in ours) else 1
 
 

@@ -147,6 +147,19 @@ class Digest:
         ok = np.flatnonzero(~np.isnan(self.values)).tolist()
         return {ranks[i].rank: float(self.values[i]) for i in ok}
 
+    def slower_than_known(self, ratio: float) -> frozenset[int]:
+        """Ranks whose GPU the memory of hardware knows and that runs below ``ratio`` of
+        its learned speed factor now."""
+        cal, gpu = self.calibration, self.gpu_ratio
+        if cal is None or gpu is None or not cal.known.any():
+            return frozenset()
+        ranks = self.report.ranks
+        return frozenset(
+            ranks[i].rank
+            for i in np.flatnonzero(cal.known).tolist()
+            if (g := gpu[i]) is not None and g < cal.factors[i] * ratio
+        )
+
     def unlabelled(self) -> bool:
         """No rank carries ``group`` or ``coords``: a drop-in job that said nothing of
         its layout."""
@@ -332,10 +345,31 @@ def with_pattern(layout: Layout | None, d: Digest, act: float, *, learn: bool) -
     if not needed:
         return layout
     scores = d.judged_scores()
+    # A GPU the memory of hardware knows, now slower than it has run before, is the
+    # hardware even when its whole node is slow from the job's first window.
+    below = set(d.below) - d.slower_than_known(structure_pattern.tolerance(act))
     if learn:
-        layout = structure_pattern.learn(layout, d.world_size, d.below, scores, scores)
-    d.pattern = structure_pattern.explain(layout, d.below, scores, act)
+        layout = structure_pattern.learn(layout, d.world_size, below, scores, scores)
+    d.pattern = structure_pattern.explain(layout, below, scores, act)
     return layout
+
+
+def learn_early(
+    layout: Layout | None,
+    report: ScoreReport,
+    policy: Policy,
+    calibration: Callable[[], peers.GpuCalibration | None],
+) -> Layout | None:
+    """Fold a report from the job's warm-up into its layout: those are the job's first
+    windows too (a fault that begins during the warm-up is no pattern from the start).
+    ``calibration`` is asked only when the report is read."""
+    world = report.summary.world_size or len(report.ranks)
+    if layout is not None and layout.learned and layout.world == world:
+        return layout
+    if rank_columns.any_true(report.ranks, "coords"):
+        return layout
+    d = digest(report, policy, calibration())
+    return with_pattern(layout, d, policy.thresholds.act, learn=True)
 
 
 def _fill_truncated(report: ScoreReport, act: float, nodes: dict[NodeName, NodeDigest]) -> None:

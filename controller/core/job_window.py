@@ -12,10 +12,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from pacekeeper.controller.core import hardware_memory, hardware_trust, mark_records, sequential
-from pacekeeper.controller.core.attribution import Digest, digest, with_pattern
+from pacekeeper.controller.core.attribution import Digest, digest, learn_early, with_pattern
 from pacekeeper.controller.core.decisions import JOB_SUBJECT, Reason, Verdict
 from pacekeeper.controller.core.hardware_memory import Observation
 from pacekeeper.controller.core.ids import NodeName, Rank
@@ -117,6 +118,9 @@ def read_window(run: Run, ctx: JobRun) -> Digest | None:
             continue
         ctx.state = replace(ctx.state, last_report_at=r.generated_at)
         if r.generated_at < warm_until:
+            calibrate = partial(_calibration, run, ctx, r)
+            layout = learn_early(ctx.state.layout, r, policy, calibrate)
+            ctx.state = replace(ctx.state, layout=layout)
             continue
         d = digest(r, policy, _calibration(run, ctx, r))
         _remember(run, ctx, d)

@@ -5,9 +5,12 @@ A drop-in job never calls ``set_topology``: its reports carry no ``group`` or
 last stage (the LM head and the loss) still has more work, and without coordinates its
 ranks look like a slow node. What tells them apart without being told the layout:
 
-* **from the start**: the stage is heavier from the job's first judged windows; a fault
-  begins mid-job. The slow ranks of the first ``LEARN_REPORTS`` judged reports are
-  remembered (``Layout``); whatever becomes slow later is never structure.
+* **from the start**: the stage is heavier from the job's first windows; a fault
+  begins mid-job. The slow ranks of the job's first ``LEARN_REPORTS`` reports (warm-up
+  ones included: they are its first windows too) are remembered (``Layout``); whatever
+  becomes slow later is never structure. A rank whose GPU the memory of hardware knows
+  and that runs slower than its learned factor is left out (``attribution``): that is
+  the hardware, from the start or not.
 * **regular**: the slow set is one value of a regular partition of the ranks, the way
   every parallelism dimension partitions them: ``(rank // block) % period == index``,
   with ``block * period`` dividing the world. ``period = world / block`` is one
@@ -15,7 +18,7 @@ ranks look like a slow node. What tells them apart without being told the layout
   innermost); anything between a block repeated across replicas. At least two ranks,
   and at least ``MIN_COVER`` of the pattern's measured ranks slow in those windows.
 * **stable in size**: in each report the pattern's median score stays within the
-  tolerance (``_tolerance``) of what it was while learned, and each slow rank of it
+  tolerance (``tolerance``) of what it was while learned, and each slow rank of it
   within the tolerance of its pattern mates' median (the others of the pattern). A rank
   of a heavier stage that slows mid-job falls below its mates and is judged as usual;
   the whole pattern slowing further is no longer the workload's size either.
@@ -48,6 +51,8 @@ ranks inside the pattern: a few independent faults that happen to sit on a strid
 (one on every eighth rank) cover neither."""
 MAX_LEARN_RANKS = 4096
 """Slow ranks remembered while learning (the state stays small); more: no pattern."""
+LOO_MAX_MEMBERS = 32
+"""Patterns up to this size compare each member with the median of the others."""
 MAX_TOLERANCE = 0.92
 """A pattern rank stays structure down to this ratio of its mates' median (or of the
 pattern's learned level) when the policy's ``act`` is stricter: noise moves a stage's
@@ -200,24 +205,27 @@ def explain(
     members = _members(layout.pattern, values)
     if len(members) < 2:
         return None
+    tol = tolerance(act)
     scores = np.array([values[r] for r in members])
-    median = float(np.median(scores))
-    tol = _tolerance(act)
+    # A member in line with the others of the pattern (leave-one-out median): a rank of
+    # it that slowed on its own is not, and its size says nothing of the pattern's.
+    if len(members) > LOO_MAX_MEMBERS:  # one rank barely moves a large pattern's median
+        mates = np.full(len(members), float(np.median(scores)))
+    else:
+        mates = np.array([np.median(np.delete(scores, i)) for i in range(len(members))])
+    in_line = [r for r, v, m in zip(members, scores, mates, strict=True) if v >= m * tol]
+    if not in_line:
+        return None
+    median = float(np.median([values[r] for r in in_line]))
     level = layout.level()
     if level is not None and median < level * tol:
         return None  # the pattern slowed further than it was: not the workload's size
-    inside = set(members)
-    held = set()
-    for r in below:
-        if r not in inside:
-            continue
-        mates = np.array([values[m] for m in members if m != r])
-        if values[r] >= float(np.median(mates)) * tol:
-            held.add(r)
-    return PatternMatch(layout, frozenset(held), median) if held else None
+    held = frozenset(in_line).intersection(below)
+    return PatternMatch(layout, held, median) if held else None
 
 
-def _tolerance(act: float) -> float:
+def tolerance(act: float) -> float:
+    """How far below its mates (or its learned level) a pattern's rank may be."""
     return min(act, MAX_TOLERANCE)
 
 

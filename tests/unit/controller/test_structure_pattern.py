@@ -109,6 +109,12 @@ def test_a_rank_of_the_heavier_stage_slowed_mid_job_is_named(seed: int) -> None:
     assert _acted_ranks(loop) == {13}
 
 
+def test_one_rank_of_a_two_rank_stride_slowed_mid_job_is_named_alone() -> None:
+    # Two replicas of an 8-stage pipeline, the stage innermost: the last stage is 7 and 15.
+    loop = _run(4, heavy=[7, 15], later={15: 1.15})
+    assert _acted_ranks(loop) == {15}
+
+
 def test_one_rank_slowed_mid_job_outside_the_stage_is_named() -> None:
     loop = _run(4, later={5: 1.3})
     assert _acted_ranks(loop) == {5}

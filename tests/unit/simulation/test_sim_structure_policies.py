@@ -60,12 +60,14 @@ def test_the_structure_rule_sees_the_pipeline_dimension_the_ranks_report(tmp_pat
     assert structure and all(d.evidence["dimension"] == "pp" for d in structure)
     assert {tuple(d.evidence["cells"]) for d in structure} == {("pp=3",)}
     assert _hardware(out) == 0
-    # Without coordinates the controller cannot name the dimension, and still holds.
+    # Without coordinates the controller cannot name the dimension: it names the
+    # pattern the stage's ranks made from the job's first reports (issue 39).
     blind = simulate(
         "imbalance-last-stage", 128, 1200.0, seed=0, policy=doc, params=params,
         instrumentation=Instrumentation(topology=False),
     )  # fmt: skip
-    assert not [d for d in blind.record.decisions if d.reason is Reason.WORKLOAD_STRUCTURE]
+    held = [d for d in blind.record.decisions if d.reason is Reason.WORKLOAD_STRUCTURE]
+    assert held and all(d.evidence["alignment"] == "pattern" for d in held)
     assert _hardware(blind) == 0
 
 

@@ -103,7 +103,7 @@ def advance(
     logs = np.log(np.minimum(np.fromiter((scores[r] for r in ranks), np.float64), 1.0))
     e = float(np.median(logs)) - logs
     old = [tests.get(r, RankTest()) for r in ranks]
-    own = np.array([_own(t) for t in old], np.float64).reshape(-1, 2)
+    own = _own(old)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no rank has history yet
         pooled = np.nan_to_num(np.nanmedian(own, axis=0), nan=0.0)
@@ -132,23 +132,37 @@ def advance(
     return out
 
 
-def _own(t: RankTest) -> tuple[float, float]:
-    """The rank's scale (its deviations' MAD, drift included) and lag-1 autocorrelation
-    of its in-control history; NaN when too short."""
-    h = np.asarray(t.history[: max(0, len(t.history) - t.run)], np.float64)
-    if h.size < MIN_WINDOWS:
-        return math.nan, math.nan
-    scale = max(_mad(h), _mad(np.diff(h)) / math.sqrt(2.0))
-    if scale <= 0:
-        return scale, math.nan
-    z = np.clip((h - np.median(h)) / scale, -CLIP, CLIP)
-    z = z - z.mean()
-    den = float(np.dot(z, z))
-    return scale, float(np.dot(z[1:], z[:-1])) / den if den > 0 else math.nan
+def _own(tests: list[RankTest]) -> F64:
+    """Per rank (rows): the scale of its in-control history (its deviations' MAD, drift
+    included, or its differences' MAD / sqrt 2 when larger) and the lag-1
+    autocorrelation of that history; NaN where it has fewer than ``MIN_WINDOWS``."""
+    h = np.full((len(tests), HISTORY), np.nan)
+    for i, t in enumerate(tests):
+        keep = t.history[: max(0, len(t.history) - t.run)]
+        h[i, : len(keep)] = keep
+    enough = np.count_nonzero(np.isfinite(h), axis=1) >= MIN_WINDOWS
+    out = np.full((len(tests), 2), np.nan)
+    if not enough.any():
+        return out
+    h = h[enough]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # rows of NaN tails
+        scale = np.fmax(_mad(h), _mad(np.diff(h, axis=1)) / math.sqrt(2.0))
+        pos = np.where(scale > 0, scale, np.nan)[:, None]
+        z = np.clip((h - np.nanmedian(h, axis=1, keepdims=True)) / pos, -CLIP, CLIP)
+        z = z - np.nanmean(z, axis=1, keepdims=True)
+        den = np.nansum(z * z, axis=1)
+        lag = np.nansum(z[:, 1:] * z[:, :-1], axis=1)
+        rho = np.where(den > 0, lag / np.where(den > 0, den, 1.0), np.nan)
+    out[enough, 0] = scale
+    out[enough, 1] = rho
+    return out
 
 
-def _mad(a: F64) -> float:
-    dev: float = MAD_TO_SIGMA * float(np.median(np.abs(a - np.median(a))))
+def _mad(a: F64) -> F64:
+    """Per row, 1.4826 x the median absolute deviation, NaNs left out."""
+    med = np.nanmedian(a, axis=1, keepdims=True)
+    dev: F64 = MAD_TO_SIGMA * np.nanmedian(np.abs(a - med), axis=1)
     return dev
 
 

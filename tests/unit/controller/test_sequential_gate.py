@@ -3,6 +3,7 @@ until the rank's sequential test passes; notices come as fast as without it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ from controller_builders import Loop, acts, policy_doc
 
 from pacekeeper.controller.core.decisions import Decision, Reason, Verdict
 from pacekeeper.controller.core.policy import ActionKind, PolicyError, parse_policy_document
+from pacekeeper.controller.core.state import State
 
 WORLD = 16
 SLOW_RANK = 0
@@ -98,3 +100,14 @@ def test_a_rate_that_is_no_number_is_refused_naming_the_field() -> None:
     doc["policies"] = {"p": {"safety": {"falseDisruptionsPerGPUDay": 0.001}}}
     with pytest.raises(PolicyError, match=r"falseDisruptionsPerGPUDay"):
         parse_policy_document(doc, "p.yaml")
+
+
+def test_the_tests_survive_the_controllers_state_store() -> None:
+    policy = {"thresholds": {"act": 0.93, "recover": 0.97}, "score": {"minDeviations": None}}
+    loop = Loop(policy_doc({**policy, "safety": {"falseDisruptionsPerGpuDay": 0.001}}))
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        loop.step(_noisy(rng, 0.0))
+    job = next(iter(loop.state.jobs.values()))
+    assert len(job.tests) == WORLD and all(len(t.history) == 10 for t in job.tests.values())
+    assert State.from_dict(json.loads(json.dumps(loop.state.to_dict()))) == loop.state

@@ -64,7 +64,8 @@ from pacekeeper.controller.traces.windows import Operations, Trace, cut
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / ".." / "shared" / "data" / "bytedance-straggler-traces"
-POLICIES = ("enforce-gpu", "observe", "section-dry-run")
+POLICIES = tuple(sorted(p.stem for p in (ROOT / "docs" / "policies").glob("*.yaml")))
+"""Every example policy of docs/policies/ (a new one is backtested as it lands)."""
 LAYOUTS = {"AR": (8, 4), "SE": (8, 4), "pipeline": (2, 4, 8)}
 """GPUs per node tried per case (node = global rank // this)."""
 

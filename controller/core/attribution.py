@@ -339,10 +339,10 @@ def with_pattern(layout: Layout | None, d: Digest, act: float, *, learn: bool) -
     """Set ``d.pattern`` from the job's layout (first folding ``d`` into it when
     ``learn``: each new report once); the layout to keep. Reports with a topology leave
     it alone: ``structure`` reads theirs."""
-    if not d.unlabelled():
-        return layout
-    needed = d.below or (learn and (layout is None or not layout.learned))
-    if not needed:
+    settled = layout is not None and layout.learned and layout.world == d.world_size
+    if settled and layout is not None and layout.pattern is None:
+        return layout  # nothing regular from the start: the common case costs nothing
+    if not (d.below or (learn and not settled)) or not d.unlabelled():
         return layout
     scores = d.judged_scores()
     # A GPU the memory of hardware knows, now slower than it has run before, is the

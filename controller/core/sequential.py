@@ -57,6 +57,9 @@ most this much, whatever the tails."""
 FLOOR = 1e-3
 """Smallest scale, in log-score units (0.1 %): finer than any report resolves, and it
 keeps a job of identical scores from dividing by zero."""
+MIN_THRESHOLD = math.log(20.0)
+"""The threshold never drops below this (a false alarm at most one window in 20): with
+windows of hours and a lax rate the formula would let a step pass on no evidence."""
 Q75 = 0.6745
 """Upper quartile of the standard normal (the censored-spread estimate's divisor)."""
 
@@ -83,7 +86,7 @@ def threshold(rate_per_gpu_day: float, window_s: float) -> float:
     """The CUSUM threshold for ``rate_per_gpu_day`` with reports every ``window_s``:
     false alarms per window are at most exp(-h), so h = log(windows per day / rate)."""
     windows_per_day = SECONDS_PER_DAY / window_s
-    return max(math.log(windows_per_day / rate_per_gpu_day), 0.0)
+    return max(math.log(windows_per_day / rate_per_gpu_day), MIN_THRESHOLD)
 
 
 def shift_for(act: float) -> float:

@@ -85,6 +85,8 @@ def _first_passes(noise: Noise, seed: int, windows: int, slow: dict[int, float])
 def test_threshold_follows_the_stated_rate_and_window() -> None:
     assert sq.threshold(1e-3, 60.0) == pytest.approx(math.log(1440 / 1e-3))
     assert sq.threshold(1e-3, 30.0) > sq.threshold(1e-3, 60.0) > sq.threshold(1e-2, 60.0)
+    # Reports a day apart at one false disruption a GPU-day: still some evidence needed.
+    assert sq.threshold(1.0, 86400.0) == pytest.approx(math.log(20.0))
 
 
 def test_healthy_noise_over_wide_ranges_alarms_at_most_at_the_stated_rate() -> None:

@@ -10,6 +10,7 @@ decide whether there is evidence, not what it says; the first that applies decid
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -121,6 +122,7 @@ def read_window(run: Run, ctx: JobRun) -> Digest | None:
             calibrate = partial(_calibration, run, ctx, r)
             layout = learn_early(ctx.state.layout, r, policy, calibrate)
             ctx.state = replace(ctx.state, layout=layout)
+            _learn_noise(ctx, r, calibrate)
             continue
         d = digest(r, policy, _calibration(run, ctx, r))
         _remember(run, ctx, d)
@@ -135,6 +137,20 @@ def read_window(run: Run, ctx: JobRun) -> Digest | None:
     d = digest(latest, policy, _calibration(run, ctx, latest))
     with_pattern(ctx.state.layout, d, policy.thresholds.act, learn=False)
     return d
+
+
+def _learn_noise(
+    ctx: JobRun, report: ScoreReport, calibration: Callable[[], GpuCalibration | None]
+) -> None:
+    """A warm-up report teaches the sequential tests the job's noise (their histories)
+    and moves no statistic: the disruptive steps then need no history of their own
+    after the warm-up, and a rank slow while it reloads builds no evidence."""
+    if ctx.policy.safety.false_disruptions_per_gpu_day is None:
+        return
+    d = digest(report, ctx.policy, calibration())
+    shift = sequential.shift_for(ctx.policy.thresholds.act)
+    tests = sequential.advance(ctx.state.tests, d.judged_scores(), shift=shift, learn_only=True)
+    ctx.state = replace(ctx.state, tests=tests)
 
 
 def _job_opted_out(run: Run, jv: JobView) -> bool:

@@ -95,10 +95,15 @@ def shift_for(act: float) -> float:
 
 
 def advance(
-    tests: Mapping[Rank, RankTest], scores: Mapping[int, float], *, shift: float
+    tests: Mapping[Rank, RankTest],
+    scores: Mapping[int, float],
+    *,
+    shift: float,
+    learn_only: bool = False,
 ) -> dict[Rank, RankTest]:
     """The tests after one report whose judged scores are ``scores`` (rank -> score;
-    NaN or absent: no evidence, that rank's test stays as it was)."""
+    NaN or absent: no evidence, that rank's test stays as it was). ``learn_only``: a
+    warm-up report, which teaches the noise (the histories) and moves no statistic."""
     ranks = [Rank(r) for r, s in scores.items() if math.isfinite(s) and s > 0]
     out = dict(tests)
     if len(ranks) < MIN_PEERS:
@@ -122,7 +127,8 @@ def advance(
     psi = v * (np.expm1(lam * CLIP) - lam * CLIP) / (CLIP * CLIP)
     # Until some rank has an in-control history the scales and the autocorrelation are
     # unknown: record, move nothing.
-    step = lam * x - psi if np.isfinite(own[:, 0]).any() else np.zeros_like(x)
+    moving = np.isfinite(own[:, 0]).any() and not learn_only
+    step = lam * x - psi if moving else np.zeros_like(x)
     for i, r in enumerate(ranks):
         t = old[i]
         s = max(0.0, t.cusum + float(step[i]))

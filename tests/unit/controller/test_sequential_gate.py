@@ -111,3 +111,20 @@ def test_the_tests_survive_the_controllers_state_store() -> None:
     job = next(iter(loop.state.jobs.values()))
     assert len(job.tests) == WORLD and all(len(t.history) == 10 for t in job.tests.values())
     assert State.from_dict(json.loads(json.dumps(loop.state.to_dict()))) == loop.state
+
+
+def test_warm_up_reports_teach_the_noise_and_build_no_evidence() -> None:
+    policy = {
+        "thresholds": {"act": 0.93, "recover": 0.97},
+        "score": {"minDeviations": None},
+        "warmup": {"afterJobStartS": 600},
+        "safety": {"falseDisruptionsPerGpuDay": 0.001},
+    }
+    loop = Loop(policy_doc(policy), world=WORLD)
+    rng = np.random.default_rng(5)
+    for _ in range(9):  # all inside the warm-up, rank 0 slow from the start
+        loop.step(_noisy(rng, 0.3))
+    tests = next(iter(loop.state.jobs.values())).tests
+    assert len(tests) == WORLD and all(len(t.history) == 9 for t in tests.values())
+    assert all(t.cusum == 0.0 for t in tests.values())
+    assert not acts(loop.log)

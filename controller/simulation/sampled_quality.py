@@ -25,14 +25,13 @@ ACT_WITHIN_S = 600.0
 
 
 def _poisson_cdf(k: int, mu: float) -> float:
+    """P(X <= k) for X ~ Poisson(mu), summed in log space (exp(-mu) underflows past
+    mu ~ 745: thousands of NVRx's false stops)."""
     if mu == 0:
         return 1.0
-    term = math.exp(-mu)
-    total = term
-    for i in range(1, k + 1):
-        term *= mu / i
-        total += term
-    return min(1.0, total)
+    logs = [-mu + i * math.log(mu) - math.lgamma(i + 1) for i in range(k + 1)]
+    top = max(logs)
+    return min(1.0, math.exp(top) * sum(math.exp(x - top) for x in logs))
 
 
 def _bisect(f: object, lo: float, hi: float) -> float:

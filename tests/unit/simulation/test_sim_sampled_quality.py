@@ -21,6 +21,11 @@ def test_poisson_upper_matches_the_chi_square_tables() -> None:
     assert poisson_upper(1, 1.0) == pytest.approx(4.743865, rel=1e-6)
     assert poisson_upper(5, 1.0) == pytest.approx(10.51303, rel=1e-5)
     assert poisson_upper(0, 10240.0) == pytest.approx(2.9957 / 10240.0, rel=1e-4)
+    # Thousands of events (NVRx's false stops): Wilson-Hilferty's chi-square to 1e-4.
+    k, z = 2880, 1.6448536
+    wh = (k + 1) * (1 - 1 / (9 * (k + 1)) + z / (3 * math.sqrt(k + 1))) ** 3
+    assert poisson_upper(k, 2048.0) == pytest.approx(wh / 2048.0, rel=1e-4)
+    assert poisson_upper(k, 2048.0) > k / 2048.0
     with pytest.raises(ValueError, match="exposure"):
         poisson_upper(0, 0.0)
 

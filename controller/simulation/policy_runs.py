@@ -48,7 +48,13 @@ def judge_policies(
     layout = sim.layout
     names = [layout.node_name(n) for n in range(layout.nodes())]
     node_index = {n: i for i, n in enumerate(names)}
-    scoring = RealScoring(layout, coords=sim.coords(), **_instrumentation())
+    inst = Instrumentation()  # the detector's defaults, as runner.simulate plays them
+    scoring = RealScoring(
+        layout,
+        coords=sim.coords(),
+        collective_timing=inst.collective_timing,
+        gpu_uuids=inst.gpu_uuid,
+    )
     replayers = {name: Replayer(doc) for name, doc in policies.items()}
     flags: dict[str, list[Flag]] = {name: [] for name in policies}
     nvrx = NvrxScorer()
@@ -76,8 +82,3 @@ def judge_policies(
     for name, f in nvrx_flags.items():
         out[NVRX_PREFIX + name] = score_run(f, truth, per_report_actions=True)
     return out
-
-
-def _instrumentation() -> dict[str, bool]:
-    inst = Instrumentation()
-    return {"collective_timing": inst.collective_timing, "gpu_uuids": inst.gpu_uuid}

@@ -52,6 +52,9 @@ def test_quick_run_judges_every_policy_on_the_same_scenarios(bench, tmp_path: Pa
     dets = {c["detector"] for c in doc["cells"]}
     assert {"observe", "enforce-gpu", "nvrx:nvrx-0.75"} <= dets
     assert set(doc["policies"]) == {"observe", "enforce-gpu"}
+    # Each judged by its own file, not the benchmark's policy under its name.
+    assert doc["policies"]["observe"].get("mode", "observe") == "observe"  # the default
+    assert doc["policies"]["enforce-gpu"]["mode"] == "enforce"
     for c in doc["cells"]:
         assert c["upper95PerGpuDay"] == pytest.approx(
             poisson_upper(c["falseDisruptions"], c["gpuDays"]), rel=1e-3

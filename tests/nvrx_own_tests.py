@@ -55,7 +55,8 @@ def main(argv: list[str]) -> int:
     checkout, extra = Path(argv[0]).resolve(), argv[1:]
     with tempfile.TemporaryDirectory(prefix="nvrx-tests-") as tmp:
         dest = prepare(checkout, Path(tmp))
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "--continue-on-collection-errors", "unit", *extra]
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs"]
+        cmd += ["--continue-on-collection-errors", "unit", *extra]
         return subprocess.call(cmd, cwd=dest)
 
 

@@ -26,7 +26,7 @@ CPU_BENCHES: dict[str, list[str]] = {
     "detector_scoring": [],
     "detector_report_cupti_sim": ["--reports", "100", "--launch-reports", "10"],
     "controller_decide": ["--rounds", "3"],
-    "detection_quality": [],
+    "detection_quality": ["--quick"],
 }
 """Script (bench/NAME.py) and its arguments: defaults, or fewer rounds where a full run
 is long and the shorter one answers the same question."""
@@ -37,6 +37,7 @@ ELSEWHERE = {
     "cupti_subscribers_probe": "needs a GPU: bash bench/device_gpu.sh probe",
     "controller_time_to_act": "minutes to hours against the harness or the real server",
     "real_traces": "reads the public traces in ../shared/data",
+    "detection_quality (full space)": "about 7 core-hours: see docs/detection-quality.md for the chunked run",
 }
 
 

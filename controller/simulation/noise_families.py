@@ -25,14 +25,10 @@ Drift is the model's own sinusoid, with the family's amplitude and period ranges
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import numpy.typing as npt
-
-if TYPE_CHECKING:
-    from pacekeeper.controller.simulation.models import ModelParams
 
 F64 = npt.NDArray[np.float64]
 NOISE_STREAM = 0x401CE
@@ -80,14 +76,6 @@ class NoiseFamily:
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"noise family {self.name!r}: {bad[0]} out of range")
-
-    def apply(self, params: ModelParams) -> ModelParams:
-        """The model with this family's drift."""
-        lo, hi = self.drift_amp or (params.drift_min, params.drift_max)
-        plo, phi = self.drift_period_s or (params.drift_period_min_s, params.drift_period_max_s)
-        return replace(
-            params, drift_min=lo, drift_max=hi, drift_period_min_s=plo, drift_period_max_s=phi
-        )
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -120,7 +120,7 @@ class Scenario:
     ) -> tuple[JobSimulator, GroundTruth]:
         params = self.noise.apply(params or ModelParams())
         if self.family is not None:
-            params = self.family.apply(params)
+            params = with_family_drift(params, self.family)
         layout = Layout(ranks, params.gpus_per_node)
         rng = np.random.default_rng([seed, 7])
         faults: tuple[Fault, ...] = ()
@@ -426,4 +426,13 @@ def with_options(
         noise=noise,
         restarts=restarts,
         pauses=(*sc.pauses, *DEFAULT_PAUSES) if pauses else sc.pauses,
+    )
+
+
+def with_family_drift(params: ModelParams, family: NoiseFamily) -> ModelParams:
+    """The model with a noise family's drift (the family's ranges where it sets them)."""
+    lo, hi = family.drift_amp or (params.drift_min, params.drift_max)
+    plo, phi = family.drift_period_s or (params.drift_period_min_s, params.drift_period_max_s)
+    return replace(
+        params, drift_min=lo, drift_max=hi, drift_period_min_s=plo, drift_period_max_s=phi
     )

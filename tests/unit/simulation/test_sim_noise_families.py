@@ -11,6 +11,7 @@ import pytest
 from pacekeeper.controller.simulation.faults import Fault, FaultKind, Throttle, step_effects
 from pacekeeper.controller.simulation.models import JobSimulator, ModelParams
 from pacekeeper.controller.simulation.noise_families import NoiseFamily, NoiseProcess
+from pacekeeper.controller.simulation.scenarios import with_family_drift
 
 P = ModelParams(kernels=12)
 
@@ -43,7 +44,7 @@ def test_ar_jitter_has_its_lag1_autocorrelation_across_windows() -> None:
 
 def test_drift_family_sets_amplitude_and_period_as_drawn() -> None:
     fam = NoiseFamily("d", drift_amp=(0.02, 0.02), drift_period_s=(600.0, 600.0))
-    p = fam.apply(ModelParams(kernels=12, step_jitter_cv=0.0, section_jitter_cv=0.0))
+    p = with_family_drift(ModelParams(kernels=12, step_jitter_cv=0.0, section_jitter_cv=0.0), fam)
     sim = JobSimulator(8, params=p, seed=2)
     speed = np.array([w.gpu_speed for w in sim.windows(40)])  # one per minute, 40 min
     rel = speed / speed.mean(axis=0) - 1.0

@@ -37,7 +37,7 @@ ELSEWHERE = {
     "cupti_subscribers_probe": "needs a GPU: bash bench/device_gpu.sh probe",
     "controller_time_to_act": "minutes to hours against the harness or the real server",
     "real_traces": "reads the public traces in ../shared/data",
-    "detection_quality (full space)": "about 7 core-hours: see docs/detection-quality.md for the chunked run",
+    "detection_quality (full space)": "about 7 core-hours: docs/detection-quality.md",
 }
 
 

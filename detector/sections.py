@@ -174,7 +174,10 @@ class SectionHandle:
         t1 = perf_counter_ns()
         t0 = self._starts.pop()
         ready = DDP_READY_NS[0]
-        if ready:  # a DDP backward finished in here: its tail was the wait for peers
+        # A DDP backward finished in here: its tail was the wait for peers. One that
+        # finished before this section began (a backward outside every section, as the
+        # Hugging Face Trainer runs it) is not this section's wait.
+        if ready and ready >= t0:
             DDP_READY_NS[0] = 0
             add_wait(t1 - ready)
         if t0 == _NOT_TIMED:

@@ -229,9 +229,11 @@ def test_a_job_rewriting_the_controller_status_changes_neither_state_nor_decisio
     from kubernetes import client
 
     setup_world(k8s_server)
+    # The report object first: its creation is the job's start here (no pod has a
+    # startTime), and the test's first report must not predate it.
+    out = sink(k8s_api_client)
     clock = Clock()
     rec = reconciler(k8s_api_client, clock)
-    out = sink(k8s_api_client)
     out.send(report(0, clock(), SLOW))
     rec.reconcile_job(KEY)
     kept = controller_state(k8s_server)

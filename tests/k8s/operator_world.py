@@ -60,9 +60,16 @@ def policy(mode: str = "enforce") -> PolicyDocument:
     return load_policy_document(POLICY_YAML.format(mode=mode), "test-policy")
 
 
+def _start() -> datetime:
+    # A few seconds ahead of the API's wall clock: objects the test makes after its clock
+    # (the job's report, whose creation is the job's start when no pod has a startTime)
+    # must not postdate the test's first report, whatever second boundary falls between.
+    return datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=5)
+
+
 @dataclass
 class Clock:
-    now: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
+    now: datetime = field(default_factory=_start)
 
     def __call__(self) -> datetime:
         return self.now

@@ -14,8 +14,11 @@ each rank's ``waitShare`` is its wait over the window's elapsed time, as
 ``PayloadBuilder`` computes it. Off, sections are scored on their raw medians and no
 rank has a wait share: a drop-in NVRx job that never turned it on.
 
+Each rank reports its tail statistic (``sectionTail``, ``detector.tails.RecentTail``
+over the section times it is scored on), as ``PayloadBuilder`` does.
+
 A restart (``restart``) is what a torchrun restart does to the job's detectors: every
-rank's ``RecentBest`` baselines start empty, the report sequence starts again at 0,
+rank's ``RecentBest`` baselines and tails start empty, the report sequence starts again at 0,
 and the reporter's incarnation becomes ``<base>.r<restart count>``
 (``detector.identity.elastic_incarnation``). The job keeps its identity.
 """
@@ -38,6 +41,7 @@ from pacekeeper.detector.env import DetectorSettings
 from pacekeeper.detector.payload import RankPayload, key_id, score_payloads
 from pacekeeper.detector.reports import RankInfo, Report, to_score_report
 from pacekeeper.detector.score_report import JobIdentity, KernelTiming, ScoreReport
+from pacekeeper.detector.tails import RecentTail
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """Simulated time zero (a fixed instant keeps traces reproducible)."""
@@ -131,6 +135,9 @@ class RealScoring:
         self._kernel_base = [
             RecentBest(settings.baseline_windows, 4 * settings.max_kernel_keys) for _ in range(rows)
         ]
+        # Each rank's tail statistic (``sectionTail``) over the same section times it is
+        # scored on, as ``PayloadBuilder`` keeps it: a new process remembers no window.
+        self._tails = [RecentTail() for _ in range(rows)]
 
     @property
     def incarnation(self) -> str:
@@ -190,6 +197,7 @@ class RealScoring:
             s_med = sec_ns[r]
             s_base = self._section_base[r].update_many(w.section_names, s_med)
             s_ind = scoring.individual_scores(s_med, s_base)
+            tail = self._tails[r].update(w.section_names, s_med.tolist())
             where = (
                 placements[r]
                 if placements is not None
@@ -205,6 +213,10 @@ class RealScoring:
                 coords=where.coords,
                 gpu_uuid=self._infos[r].gpu_uuid,
                 probe=None if probes is None else probes[r],
+                section_tail={
+                    n: v for n, v in zip(w.section_names, tail, strict=True) if math.isfinite(v)
+                }
+                or None,
             )
             self._infos[r] = info
             payloads.append(

@@ -24,6 +24,9 @@
 #             process's JSON in $OUT/overhead_policies.json
 #   probe     can two CUPTI clients trace side by side, with each CUPTI library carried
 #   cupti134  the backend's and the shared-CUPTI GPU tests with CUPTI 13.4, cupti-python 13.4
+#   nvrx      NVRx's own straggler tests, imports swapped (tests/nvrx_own_tests.py), from the
+#             NVRx checkout in $NVRX_CHECKOUT (default .nvrx/: its tests/straggler, carried);
+#             log in $OUT/nvrx_tests.log, JUnit XML in $OUT/nvrx_junit.xml
 set -uo pipefail
 OUT=${OUT:-/tmp/pk-out}
 mkdir -p "$OUT"
@@ -114,6 +117,13 @@ for step in "$@"; do
             --target /tmp/site134 .cupti/w134/*.whl || exit 1
         PYTHONPATH=/tmp/pk:/tmp/site134:/tmp/site LD_PRELOAD="$PWD/.cupti/134/libcupti.so.13" \
             "${PYTEST[@]}" -v tests/gpu/test_cupti_backend.py tests/gpu/test_cupti_subscribers.py -s 2>&1 | tee "$OUT/gpu_tests_cupti_13_4.log" | tail -45
+        ;;
+    nvrx)
+        python3 -m pip list 2>/dev/null | grep -i -E "^(pytest|cupti|cuda|nvidia-cuda-cupti|numpy)" \
+            | tee -a "$OUT/machine.txt"
+        timeout "${NVRX_TIMEOUT_S:-360}" python3 tests/nvrx_own_tests.py "${NVRX_CHECKOUT:-.nvrx}" \
+            -rA -v --timeout 60 --durations 12 --junitxml "$OUT/nvrx_junit.xml" 2>&1 \
+            | tee "$OUT/nvrx_tests.log" | grep -E "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed|s (call|setup) "
         ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac

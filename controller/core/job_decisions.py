@@ -19,6 +19,7 @@ from pacekeeper.controller.core import (
     budgets,
     hardware_trust,
     hardware_views,
+    host_side,
     mark_records,
     probe_check,
     sequential,
@@ -188,7 +189,10 @@ def _candidate(
         run.node_hold(ctx, f.node, ActionKind.DRAIN_NODE, Reason.PDB_BLOCKED, ev)
         return
     hardware = bool(elsewhere.trusted) and ctx.policy.hardware.slow_elsewhere_skips_restart
-    move = next_move(lad, ctx.policy.ladder, f.kind, run.now, hardware=hardware)
+    process = _process_only(d, f.node, persistent)
+    if process:
+        ev["processOnly"] = True
+    move = next_move(lad, ctx.policy.ladder, f.kind, run.now, hardware=hardware, process=process)
     match move:
         case Wait(step=step, until=until):
             ev["until"] = until.isoformat()
@@ -214,6 +218,16 @@ def _candidate(
             )  # fmt: skip
         case _:
             assert_never(move)
+
+
+def _process_only(d: Digest, node: NodeName, ranks: list[int]) -> bool:
+    """Every slow rank of ``node`` is slow on its host side alone, and fewer of the
+    node's ranks than a host finding needs (``score.hostSideOneRank``): the ranks'
+    processes are the finding, and no node step mends a process."""
+    if not ranks or not all(r in d.host_side for r in ranks):
+        return False
+    on_node = sum(1 for r in d.host_side if d.node_of.get(r) == node)
+    return on_node < host_side.MIN_NODE_RANKS
 
 
 def _tested(ctx: JobRun, d: Digest, ranks: list[int], ev: dict[str, Any]) -> list[int]:

@@ -4,7 +4,10 @@ notify -> restartRank -> taintNode -> drainNode -> cordonNode; disabled steps ar
 each step waits ``timeoutS`` for an effect, is repeated up to ``maxAttempts`` times, then
 the next enabled step follows. When every rank of a node is slow, restarting one rank
 is pointless and the ladder skips ``restartRank``; so it does when the slow rank's GPU is
-remembered slow in another job (``hardware_memory``): the hardware, not the rank.
+remembered slow in another job (``hardware_memory``): the hardware, not the rank. A
+lone rank slow on its host side alone (``score.hostSideOneRank``: its GPU and its
+node's other ranks fine) is its process, which no node step mends: its ladder stops
+at ``restartRank``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pacekeeper.controller.core.attribution import Finding
-from pacekeeper.controller.core.policy import LADDER_ORDER, ActionKind, Ladder
+from pacekeeper.controller.core.policy import LADDER_ORDER, NODE_ACTIONS, ActionKind, Ladder
 from pacekeeper.controller.core.state import LadderState
 
 
@@ -38,11 +41,14 @@ Move = Take | Wait | Exhausted
 
 
 def applicable_steps(
-    ladder: Ladder, finding: Finding, *, hardware: bool = False
+    ladder: Ladder, finding: Finding, *, hardware: bool = False, process: bool = False
 ) -> tuple[ActionKind, ...]:
+    """``process``: the finding is a rank's process (a lone host-side stall), no node step."""
     steps: tuple[ActionKind, ...] = ladder.enabled_steps()
     if finding is Finding.NODE or hardware:
         steps = tuple(s for s in steps if s is not ActionKind.RESTART_RANK)
+    if process:
+        steps = tuple(s for s in steps if s not in NODE_ACTIONS)
     return steps
 
 
@@ -53,10 +59,12 @@ def next_move(
     now: datetime,
     *,
     hardware: bool = False,
+    process: bool = False,
 ) -> Move:
     """The next move for a subject that is (still) persistently below the threshold;
-    ``hardware``: its GPU is known slow elsewhere, so no rank restart."""
-    steps = applicable_steps(ladder, finding, hardware=hardware)
+    ``hardware``: its GPU is known slow elsewhere, so no rank restart; ``process``: a
+    lone rank's host side, so no node step."""
+    steps = applicable_steps(ladder, finding, hardware=hardware, process=process)
     if state is None or state.step is None:
         return Take(steps[0], 1) if steps else Exhausted(None)
     current = state.step

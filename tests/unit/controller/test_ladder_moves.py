@@ -108,3 +108,10 @@ def test_a_restart_step_no_longer_applicable_escalates_at_once() -> None:
     # Its timeout still holds while it runs.
     until = T0 + timedelta(seconds=120)
     assert next_move(state, FULL, Finding.NODE, until - TICK) == Wait(RESTART, until)
+
+
+def test_a_lone_ranks_process_finding_stops_at_the_rank_restart() -> None:
+    assert applicable_steps(FULL, Finding.RANK, process=True) == (NOTIFY, RESTART)
+    later = T0 + timedelta(hours=1)
+    assert next_move(at(RESTART, 1), FULL, Finding.RANK, later, process=True) == Take(RESTART, 2)
+    assert next_move(at(RESTART, 2), FULL, Finding.RANK, later, process=True) == Exhausted(RESTART)

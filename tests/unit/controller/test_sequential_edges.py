@@ -1,0 +1,142 @@
+"""The sequential test's bookkeeping at its edges (``sequential``): the threshold's floor,
+the shift's clamps, how many windows and peers a test needs, what a report records per
+rank (its deviation from the peers, its run, the scale floor), and what a warm-up report
+and a regroup leave. test_sequential_rule.py measures the rule's rates over noise; these
+pin the counts and values the rule is built from."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pacekeeper.controller.core import sequential as sq
+from pacekeeper.controller.core.ids import Rank
+
+SHIFT = sq.shift_for(0.9)
+PEERS = dict.fromkeys(range(1, 6), 1.0)
+
+
+def healthy(n: int, tests: dict[Rank, sq.RankTest] | None = None) -> dict[Rank, sq.RankTest]:
+    out = dict(tests or {})
+    for _ in range(n):
+        out = sq.advance(out, {0: 1.0, **PEERS}, shift=SHIFT)
+    return out
+
+
+def test_threshold_is_the_log_of_windows_per_day_over_the_rate() -> None:
+    assert sq.threshold(0.01, 60.0) == pytest.approx(math.log(1440 / 0.01))
+    assert sq.threshold(0.5, 600.0) == pytest.approx(math.log(144 / 0.5))
+
+
+def test_threshold_never_drops_below_its_floor() -> None:
+    # 4 windows a day at 1 false alarm a day would be log 4: held at log 20.
+    assert sq.threshold(1.0, 21600.0) == sq.MIN_THRESHOLD == math.log(20.0)
+    assert sq.threshold(1.0, 86400.0 / 21) == pytest.approx(math.log(21.0))
+
+
+def test_shift_is_the_log_deviation_of_a_score_at_act_clamped() -> None:
+    assert sq.shift_for(0.5) == pytest.approx(math.log(2.0))
+    assert sq.shift_for(0.999) == sq.shift_for(1.0) == pytest.approx(-math.log(0.999))
+    assert sq.shift_for(0.0) == sq.shift_for(-1.0) == pytest.approx(-math.log(1e-6))
+    assert sq.shift_for(1e-6) == pytest.approx(-math.log(1e-6))
+
+
+def test_a_test_passes_from_min_windows_and_at_the_threshold() -> None:
+    enough = (0.1,) * sq.MIN_WINDOWS
+    assert sq.RankTest(history=enough, cusum=5.0).passes(5.0)
+    assert not sq.RankTest(history=enough, cusum=5.0 - 1e-9).passes(5.0)
+    assert not sq.RankTest(history=enough[1:], cusum=50.0).passes(5.0)
+
+
+def test_fewer_peers_than_min_peers_move_nothing() -> None:
+    start = {Rank(r): sq.RankTest(history=(0.0,), cusum=1.0, run=1) for r in range(6)}
+    three = {0: 0.5, 1: 1.0, 2: 1.0, 3: float("nan"), 4: 0.0, 5: -1.0}
+    assert sq.advance(start, three, shift=SHIFT) == start
+    four = {**three, 3: 1.0}
+    moved = sq.advance(start, four, shift=SHIFT)
+    assert {r for r in moved if moved[r] != start[r]} == {0, 1, 2, 3}
+
+
+def test_a_report_records_each_ranks_deviation_from_the_peers_median() -> None:
+    got = sq.advance({}, {0: 0.5, 1: 1.0, 2: 1.0, 3: 1.0, 4: 2.0}, shift=SHIFT)
+    # log(0.5) below the median of the logs; a score above 1 counts as 1.
+    assert [got[Rank(r)].history for r in range(5)] == [(0.693147,), (0.0,), (0.0,), (0.0,), (0.0,)]
+    faster = sq.advance({}, {0: 1.0, 1: 0.8, 2: 0.8, 3: 0.8, 4: 0.8}, shift=SHIFT)
+    assert faster[Rank(0)].history == (round(math.log(0.8), 6),)
+
+
+def test_until_some_rank_has_an_in_control_history_nothing_moves() -> None:
+    tests = healthy(sq.MIN_WINDOWS - 1)
+    slow = sq.advance(tests, {0: 0.3, **PEERS}, shift=SHIFT)
+    assert slow[Rank(0)].cusum == 0.0 and slow[Rank(0)].run == 0
+    assert len(slow[Rank(0)].history) == sq.MIN_WINDOWS
+
+
+def test_a_slow_window_after_an_in_control_history_moves_only_the_slow_rank() -> None:
+    tests = healthy(sq.MIN_WINDOWS)
+    slow = sq.advance(tests, {0: 0.5, **PEERS}, shift=SHIFT)
+    assert slow[Rank(0)].cusum > 0 and slow[Rank(0)].run == 1
+    assert all(slow[Rank(r)].cusum == 0.0 and slow[Rank(r)].run == 0 for r in PEERS)
+    again = sq.advance(slow, {0: 0.5, **PEERS}, shift=SHIFT)
+    assert again[Rank(0)].cusum > slow[Rank(0)].cusum and again[Rank(0)].run == 2
+
+
+def test_a_fast_window_brings_the_statistic_back_to_zero_not_below() -> None:
+    tests = healthy(sq.MIN_WINDOWS)
+    slow = sq.advance(tests, {0: 0.5, **PEERS}, shift=SHIFT)
+    back = sq.advance(slow, {0: 1.0, 1: 0.5, 2: 0.5, 3: 0.5, 4: 0.5, 5: 0.5}, shift=SHIFT)
+    assert back[Rank(0)].cusum == 0.0 and back[Rank(0)].run == 0
+
+
+def test_identical_scores_give_the_floor_scale() -> None:
+    tests = healthy(sq.MIN_WINDOWS + 2)
+    assert {t.scale for t in tests.values()} == {sq.FLOOR}
+
+
+def test_a_warm_up_report_teaches_the_history_and_moves_no_statistic() -> None:
+    tests = healthy(sq.MIN_WINDOWS)
+    warm = sq.advance(tests, {0: 0.3, **PEERS}, shift=SHIFT, learn_only=True)
+    assert warm[Rank(0)].cusum == 0.0 and warm[Rank(0)].run == 0
+    assert warm[Rank(0)].history[-1] == round(-math.log(0.3), 6)
+
+
+def test_a_rank_keeps_its_newest_history_windows() -> None:
+    tests = healthy(sq.HISTORY + 3)
+    assert len(tests[Rank(0)].history) == sq.HISTORY
+    slow = sq.advance(tests, {0: 0.5, **PEERS}, shift=SHIFT)
+    assert len(slow[Rank(0)].history) == sq.HISTORY
+    assert slow[Rank(0)].history[-1] == 0.693147
+
+
+def test_a_rank_without_a_score_keeps_its_test() -> None:
+    tests = healthy(sq.MIN_WINDOWS)
+    got = sq.advance(tests, {0: float("nan"), **PEERS}, shift=SHIFT)
+    assert got[Rank(0)] == tests[Rank(0)]
+    assert len(got[Rank(1)].history) == sq.MIN_WINDOWS + 1
+
+
+def test_forget_keeps_the_in_control_history_and_restarts_every_statistic() -> None:
+    tests = {
+        Rank(0): sq.RankTest(history=(0.1, 0.2, 0.3, 0.9, 0.9), cusum=3.0, run=2, scale=0.05),
+        Rank(1): sq.RankTest(history=(0.1, 0.2), cusum=0.0, run=0, scale=0.01),
+        Rank(2): sq.RankTest(history=(0.9,), cusum=1.0, run=4, scale=0.02),
+    }
+    assert sq.forget(tests) == {
+        Rank(0): sq.RankTest(history=(0.1, 0.2, 0.3), cusum=0.0, run=0, scale=0.05),
+        Rank(1): sq.RankTest(history=(0.1, 0.2), cusum=0.0, run=0, scale=0.01),
+        Rank(2): sq.RankTest(history=(), cusum=0.0, run=0, scale=0.02),
+    }
+
+
+def test_the_slow_run_is_left_out_of_the_scale() -> None:
+    # After a long slow run the rank's own scale still comes from its in-control windows
+    # (identical here: the floor), so the statistic keeps climbing at the same pace.
+    tests = healthy(sq.MIN_WINDOWS)
+    steps = []
+    for _ in range(6):
+        before = tests[Rank(0)].cusum
+        tests = sq.advance(tests, {0: 0.5, **PEERS}, shift=SHIFT)
+        steps.append(tests[Rank(0)].cusum - before)
+        assert tests[Rank(0)].scale == sq.FLOOR
+    assert steps == pytest.approx([steps[0]] * 6)

@@ -17,8 +17,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from . import own_gloo
+from . import own_gloo, tree_group
 from .own_gloo import OwnGlooGroup
+from .tree_group import TreeGroup
+
+OWN_GROUPS = (OwnGlooGroup, TreeGroup)
+"""The detector's own gloo groups: flat, or a tree of small ones (``report_path``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +74,7 @@ def describe_group(process_group: Any = None) -> GroupInfo:
             )
         return GroupInfo(False, 0, 1, 0, 1, (0,), "none")
     dist = _dist()
-    if isinstance(process_group, OwnGlooGroup):
+    if isinstance(process_group, OWN_GROUPS):
         return GroupInfo(
             True,
             process_group.rank,
@@ -112,7 +116,9 @@ def new_report_group(
 
     ``backend`` None means gloo (CPU objects; a timed-out gloo collective raises in that
     call and leaves every other group alone), made outside torch's registry with its
-    store keys under ``key_prefix`` (``own_gloo`` says why). Otherwise, or when gloo is
+    store keys under ``key_prefix`` (``own_gloo`` says why): one group over ``ranks`` or
+    a tree of node and leader groups, as the job group's rank 0 decides (``tree_group``,
+    ``report_path``). Otherwise, or when gloo is
     not built, a registered group of ``backend`` (the job's when None): only the members
     take part (``use_local_synchronization``) and its name is hashed from its ranks, so
     the job's own counter of group names is untouched; every member must then call this
@@ -120,7 +126,7 @@ def new_report_group(
     """
     dist = _dist()
     if backend is None and own_gloo.available():
-        return OwnGlooGroup(ranks, int(dist.get_rank()), timeout_s, key_prefix)
+        return tree_group.make(ranks, int(dist.get_rank()), timeout_s, key_prefix)
     chosen = backend
     if chosen is None and dist.is_gloo_available():
         chosen = "gloo"
@@ -134,7 +140,7 @@ def new_report_group(
 
 def close_report_group(group: Any) -> None:
     """End a group ``new_report_group`` made (registered groups end with the job's)."""
-    if isinstance(group, OwnGlooGroup):
+    if isinstance(group, OWN_GROUPS):
         group.close()
 
 
@@ -161,7 +167,7 @@ def gather_to_reporter(obj: Any, info: GroupInfo, process_group: Any) -> list[An
     """Group rank 0 gets every group rank's ``obj`` (in group-rank order); others None."""
     if info.alone:
         return [obj]
-    if isinstance(process_group, OwnGlooGroup):
+    if isinstance(process_group, OWN_GROUPS):
         return process_group.gather_to_first(obj)
     dist = _dist()
     out: list[Any] | None = [None] * info.group_size if info.is_reporter else None
@@ -173,7 +179,7 @@ def all_gather(obj: Any, info: GroupInfo, process_group: Any) -> list[Any]:
     """Every group rank gets every group rank's ``obj`` (in group-rank order)."""
     if info.alone:
         return [obj]
-    if isinstance(process_group, OwnGlooGroup):
+    if isinstance(process_group, OWN_GROUPS):
         return process_group.all_gather(obj)
     dist = _dist()
     out: list[Any] = [None] * info.group_size
@@ -185,7 +191,7 @@ def broadcast_from_reporter(obj: Any, info: GroupInfo, process_group: Any) -> An
     """Group rank 0's ``obj`` on every group rank (the runtime-control exchange)."""
     if info.alone:
         return obj
-    if isinstance(process_group, OwnGlooGroup):
+    if isinstance(process_group, OWN_GROUPS):
         return process_group.broadcast_from_first(obj)
     box = [obj if info.is_reporter else None]
     _dist().broadcast_object_list(box, group=_group(process_group), group_src=0)
@@ -196,7 +202,7 @@ def all_reduce_max(value: float, info: GroupInfo, process_group: Any) -> float:
     """The largest ``value`` over the group (one float: the report-interval agreement)."""
     if info.alone:
         return value
-    if isinstance(process_group, OwnGlooGroup):
+    if isinstance(process_group, OWN_GROUPS):
         return process_group.all_reduce_max(value)
     import torch
 

@@ -127,7 +127,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--merge", type=Path, nargs="+", default=None,
                     help="no runs: tables over these earlier outputs' runs (chunks)")  # fmt: skip
+    ap.add_argument("--markdown", type=Path, default=None,
+                    help="no runs: docs' family x fault table of this output")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())["cells"]))
+        return
     if args.merge:
         merge(args.merge, args.out, Console(width=150))
         return
@@ -232,6 +237,29 @@ def merge(paths: list[Path], out: Path, console: Console) -> None:
            "scenarios": scenarios, "runs_": [r.to_dict() for r in results]}  # fmt: skip
     out.write_text(json.dumps(doc, indent=1) + "\n")
     console.print(f"wrote {out}")
+
+
+def markdown(cells_: list[dict[str, object]]) -> str:
+    """One row per detector x noise family x fault: acted within the bound (with its
+    95% interval), median time to act, false disruptions per GPU-day and their upper 95%
+    bound (docs/detection-quality.md)."""
+    head = ("| detector | family | fault | runs | found ≤ 5 min | acted ≤ 10 min (95 %) | "
+            "median act s | false disr. | per GPU-day | upper 95 % |")  # fmt: skip
+    rows = [head, "|" + "---|" * 10]
+    for c in cells_:
+        ci = c["recallActed95"]
+        acted = "-"
+        if c["recallActed10min"] is not None and isinstance(ci, list):
+            acted = f"{c['recallActed10min']:.2f} ({ci[0]:.2f}-{ci[1]:.2f})"
+        found = "-" if c["recallFound5min"] is None else f"{c['recallFound5min']:.2f}"
+        med = c["medianTimeToActS"]
+        up = c["upper95PerGpuDay"]
+        rows.append(
+            f"| {c['detector']} | {c['family']} | {c['fault']} | {c['runs']} | {found} | "
+            f"{acted} | {'-' if med is None else f'{med:.0f}'} | {c['falseDisruptions']} | "
+            f"{c['falseDisruptionsPerGpuDay']:.1e} | {'-' if up is None else f'{up:.1e}'} |"
+        )
+    return "\n".join(rows)
 
 
 def _init_with_benchmark(paths: list[str], setup: dict[str, object]) -> None:

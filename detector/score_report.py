@@ -24,6 +24,12 @@ Version 4 adds each rank's tail statistic (``sectionTail``: per section, the fir
 quartile over the second-highest of its last fifteen window times,
 ``scoring.tail_score``), so the controller sees a rank slow one window in three,
 which every window's median hides. Older reports still read, without it.
+
+Version 5 bounds the per-node summary of the Kubernetes form at any rank count: when
+``summary.nodes`` would crowd out the ranks (tens of thousands of nodes), the bounded
+form lists the worst nodes in full and counts the rest in ``summary.omittedNodes`` (how
+many, their ranks, a histogram of their minima, the lowest of them). Every listed rank's
+node is listed. Older reports still read: without ``omittedNodes`` every node is listed.
 """
 
 from __future__ import annotations
@@ -48,10 +54,11 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Bumped on any change a reader of an older version would misread. 2: per-rank
 ``group``, ``coords``, ``waitShare``; ``summary.peers`` in the bounded form. 3: per-rank
-``gpuUuid``. 4: per-rank ``sectionTail``."""
+``gpuUuid``. 4: per-rank ``sectionTail``. 5: ``summary.omittedNodes`` (the bounded form
+lists only the worst nodes of a very large job)."""
 
 K8S_STATUS_MAX_BYTES = 256 * 1024
 """Kubernetes status form must stay under this (etcd objects are limited to ~1.5 MiB and
@@ -278,8 +285,51 @@ class NodeSummary(_Model):
     worst_rank: int | None = None
 
 
+NODE_SKETCH_EDGES = (0.25, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99)
+"""Bin edges of ``NodeSketch.counts``: fine near the thresholds policies use."""
+
+
+class NodeSketch(_Model):
+    """The nodes a bounded form leaves out of ``Summary.nodes`` (v5): counted, never
+    named, so a controller can count them (budgets, fractions) but never act on one."""
+
+    nodes: int = Field(ge=1)
+    ranks: int = Field(ge=0)
+    unmeasured: int = Field(ge=0)
+    """Nodes among them with no measured rank."""
+    min_score: Score = None
+    """The lowest node minimum among them (None: none measured): every omitted node's
+    ranks score at least this."""
+    max_score: Score = None
+    """The highest node minimum among them."""
+    edges: list[float] = Field(min_length=1, max_length=64)
+    """Ascending bin edges of ``counts``."""
+    counts: list[int] = Field(min_length=2, max_length=65)
+    """Measured omitted nodes by their minimum: ``counts[0]`` below ``edges[0]``,
+    ``counts[i]`` within ``[edges[i-1], edges[i])``, the last at or above ``edges[-1]``."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if len(self.counts) != len(self.edges) + 1:
+            raise ValueError(
+                f"omittedNodes: {len(self.counts)} counts for {len(self.edges)} edges "
+                f"(needs one more count than edges)"
+            )
+        if any(b <= a for a, b in zip(self.edges, self.edges[1:], strict=False)):
+            raise ValueError(f"omittedNodes.edges must ascend, got {self.edges}")
+        if any(c < 0 for c in self.counts) or self.unmeasured > self.nodes:
+            raise ValueError("omittedNodes: counts and unmeasured must be within nodes")
+        if sum(self.counts) != self.nodes - self.unmeasured:
+            raise ValueError(
+                f"omittedNodes: counts sum to {sum(self.counts)}, not nodes - unmeasured = "
+                f"{self.nodes - self.unmeasured}"
+            )
+        return self
+
+
 class Summary(_Model):
-    """Statistics over all ranks; kept in full even when ranks are truncated."""
+    """Statistics over all ranks; kept in full even when ranks are truncated (per-node
+    entries beyond the bound are counted in ``omitted_nodes``)."""
 
     world_size: int = Field(ge=0)
     reported_ranks: int = Field(ge=0)
@@ -291,6 +341,13 @@ class Summary(_Model):
     peers: list[PeerSummary] = Field(default_factory=list, max_length=MAX_PEER_SUMMARIES)
     """Per peer group, the spread of each relative score over all its ranks (v2), so a
     bounded form that lists only the worst ranks still tells what their peers score."""
+    omitted_nodes: NodeSketch | None = None
+    """The nodes ``nodes`` leaves out (v5; None: every node is listed)."""
+
+    @property
+    def node_count(self) -> int:
+        """Nodes of the job: the listed ones and the omitted ones."""
+        return len(self.nodes) + (self.omitted_nodes.nodes if self.omitted_nodes else 0)
 
 
 class ScoreReport(_Model):
@@ -338,6 +395,16 @@ class ScoreReport(_Model):
         if self.summary.world_size and any(r.rank >= self.summary.world_size for r in self.ranks):
             bad = next(r.rank for r in self.ranks if r.rank >= self.summary.world_size)
             raise ValueError(f"ranks: rank {bad} is outside worldSize {self.summary.world_size}")
+        if self.summary.omitted_nodes is not None:
+            # A node without its summary would look smaller than it is (a rank action
+            # taken for a whole node): a bounded form lists every listed rank's node.
+            listed = {n.node for n in self.summary.nodes}
+            for r in self.ranks:
+                if r.node not in listed:
+                    raise ValueError(
+                        f"ranks: rank {r.rank}'s node {r.node!r} is not in summary.nodes, "
+                        "which a report with summary.omittedNodes must list"
+                    )
         return self
 
     # --- construction -------------------------------------------------------------
@@ -393,30 +460,12 @@ class ScoreReport(_Model):
             raise ReportRejected(_describe(e)) from e
 
     def compact(self, max_bytes: int = K8S_STATUS_MAX_BYTES) -> ScoreReport:
-        """Bounded form for Kubernetes status: summary and per-node minima in full, then
-        as many of the worst ranks (with their sections) as fit under ``max_bytes``."""
-        if len(self.to_json()) <= max_bytes:
-            return self
-        # Worst first; unmeasured ranks last. Rank breaks ties so the cut is stable.
-        order = sorted(self.ranks, key=_compaction_order)
-        base = self.model_copy(update={"ranks": [], "truncated": True})
-        budget = max_bytes - len(base.to_json()) - 16
-        kept: list[RankScores] = []
-        for r in order:
-            size = len(r.model_dump_json(by_alias=True, exclude_none=True)) + 1
-            if size > budget:
-                break
-            kept.append(r)
-            budget -= size
-        kept.sort(key=lambda r: r.rank)
-        return base.model_copy(update={"ranks": kept})
+        """Bounded form for Kubernetes status (``compaction.compact``): the summary, the
+        worst nodes in full and the rest counted, then as many of the worst ranks (with
+        their sections) as fit under ``max_bytes``, at any rank count."""
+        from .compaction import compact
 
-
-def _compaction_order(r: RankScores) -> tuple[float, int]:
-    """Worst first by its lowest score or tail (a rank slow only in its tail must stay
-    listed); unmeasured ranks last; rank breaks ties so the cut is stable."""
-    lows = [v for v in (r.worst_score(), r.worst_tail()) if v is not None]
-    return (min(lows) if lows else math.inf, r.rank)
+        return compact(self, max_bytes)
 
 
 class ReportRejected(ValueError):

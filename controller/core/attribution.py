@@ -136,7 +136,19 @@ class Digest:
     """Per listed rank (report order), the judged score; NaN where not usable."""
     pattern: PatternMatch | None = None
     """The slow ranks the job's learned pattern accounts for (``with_pattern``)."""
+    unlisted_nodes: int = 0
+    """Nodes a bounded report counts but does not name (``summary.omittedNodes``):
+    counted in ``job_nodes``, never acted on (no rank of theirs is listed)."""
+    unlisted_floor: float | None = None
+    """Every unlisted node's ranks score at least this (None: some unmeasured, or none)."""
+    placed_nodes: frozenset[NodeName] | None = None
+    """The job's nodes as the API places its pods (``JobView.placed_nodes``)."""
     _listed: set[int] | None = None
+
+    @property
+    def job_nodes(self) -> int:
+        """The job's nodes, named or only counted."""
+        return len(self.nodes) + self.unlisted_nodes
 
     def judged_scores(self) -> dict[int, float]:
         """Rank -> judged score, for the ranks with a usable one (off the hot path: only
@@ -189,8 +201,13 @@ class Digest:
         return {r.rank for r in self.report.ranks if r.rank not in skip}
 
     def node_state(self, node: NodeName, recover: float) -> str:
-        """``recovered`` | ``below`` | ``between`` | ``unknown`` | ``absent``."""
+        """``recovered`` | ``below`` | ``between`` | ``unknown`` | ``unlisted`` |
+        ``absent``. A node a bounded report does not name is placed by the API
+        (``placed_nodes``); without it, it may still be the job's (``unlisted``): it
+        neither recovers nor relapses, and never reads as left."""
         nd = self.nodes.get(node)
+        if nd is None and self.unlisted_nodes:
+            return self._unlisted_state(node, recover)
         if nd is None or nd.ranks == 0:
             return "absent"
         if nd.below:
@@ -198,6 +215,17 @@ class Digest:
         if nd.unknown or nd.measured == 0 or nd.min_score is None:
             return "unknown"
         return "recovered" if nd.min_score >= recover else "between"
+
+    def _unlisted_state(self, node: NodeName, recover: float) -> str:
+        """A node a bounded report only counts: gone when the API places no pod of the
+        job there; recovered when every counted node is; else not known."""
+        placed = self.placed_nodes
+        if placed is None:
+            return "unlisted"
+        if node not in placed:
+            return "absent"
+        floor = self.unlisted_floor
+        return "recovered" if floor is not None and floor >= recover else "unknown"
 
     def to_history(self) -> HistoryEntry:
         worst_below = sorted(self.below, key=lambda r: (self.below[r], r))
@@ -309,6 +337,7 @@ def digest(
     measured = int(np.count_nonzero(usable))
     if report.truncated:
         _fill_truncated(report, act, nodes)
+    omitted = report.summary.omitted_nodes
     return Digest(
         at=report.generated_at,
         sequence=report.sequence,
@@ -332,6 +361,10 @@ def digest(
         calibration=calibration,
         waits_timed=judged.waits_timed,
         values=np.where(usable, values, np.nan),
+        unlisted_nodes=omitted.nodes if omitted is not None else 0,
+        unlisted_floor=omitted.min_score
+        if omitted is not None and not omitted.unmeasured
+        else None,
     )
 
 
@@ -373,6 +406,8 @@ def learn_early(
 
 
 def _fill_truncated(report: ScoreReport, act: float, nodes: dict[NodeName, NodeDigest]) -> None:
+    """The listed nodes' unlisted ranks: fine when the node's minimum is, else Unknown.
+    Nodes in ``summary.omittedNodes`` get no entry: they are only counted."""
     for ns in report.summary.nodes:
         name = NodeName(ns.node)
         nd = nodes.get(name)
@@ -416,7 +451,7 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
     job-wide and structural rules always look at every below rank of the report.
     """
     cfg = policy.attribution
-    job_nodes = len(d.nodes)
+    job_nodes = d.job_nodes
     below_fraction = len(d.below) / d.measured if d.measured else 0.0
     slow_nodes = len({d.node_of[r] for r in d.below})
     aligned: Alignment | PatternMatch | None = None

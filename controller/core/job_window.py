@@ -125,6 +125,7 @@ def read_window(run: Run, ctx: JobRun) -> Digest | None:
             _learn_noise(ctx, r, calibrate)
             continue
         d = digest(r, policy, _calibration(run, ctx, r))
+        d.placed_nodes = jv.placed_nodes
         _remember(run, ctx, d)
         _absorb(ctx, d)
         latest_digest = d if r is latest else latest_digest
@@ -135,6 +136,7 @@ def read_window(run: Run, ctx: JobRun) -> Digest | None:
     if latest_digest is not None:
         return latest_digest
     d = digest(latest, policy, _calibration(run, ctx, latest))
+    d.placed_nodes = jv.placed_nodes
     with_pattern(ctx.state.layout, d, policy.thresholds.act, learn=False)
     return d
 
@@ -244,14 +246,15 @@ def _absorb(ctx: JobRun, d: Digest) -> None:
             del streaks[r]
             continue
         nd = d.nodes.get(streaks[r].node)
-        # An unlisted rank (truncated report) clears only when its whole node is fine.
+        # An unlisted rank (truncated report) clears only when its whole node is fine;
+        # on a node the report only counts, when every counted node is.
         if (
             nd is not None
             and not nd.below
             and nd.unknown == 0
             and nd.min_score is not None
             and nd.min_score >= act
-        ):
+        ) or (nd is None and d.unlisted_floor is not None and d.unlisted_floor >= act):
             del streaks[r]
     ladders = dict(js.ladders)
     for node, lad in js.ladders.items():

@@ -89,6 +89,11 @@ class JobView:
     API, never the report): with ``namespace``, the tenant that what the job teaches the
     memory of hardware is tagged with (``hardware_trust``). None: not known (Ray, the
     simulator): the namespace alone is the tenant."""
+    placed_nodes: frozenset[NodeName] | None = None
+    """The nodes the API places the job's live pods on (never the report's word). A
+    bounded report counts nodes it does not name: of a node the job still runs on it
+    says only that every counted node scores at least its floor. None: not known (Ray,
+    the simulator): such a node neither recovers nor counts as left."""
 
 
 @dataclass(frozen=True, slots=True)

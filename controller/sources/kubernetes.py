@@ -20,6 +20,7 @@ from pacekeeper.controller.core.ids import JobKey, NodeName
 from pacekeeper.controller.core.marks import DOMAIN, our_marks
 from pacekeeper.controller.core.observations import ClusterView, JobView, NodeView, RejectedReport
 from pacekeeper.controller.core.policy import Mode
+from pacekeeper.controller.core.ranks import live_pods
 from pacekeeper.detector.reporters.k8s_status import GROUP, PLURAL, VERSION
 from pacekeeper.detector.score_report import Platform, ReportRejected, ScoreReport
 
@@ -106,6 +107,9 @@ class OptIn:
     service_account: str | None = None
     """The pods' ``spec.serviceAccountName`` (several: sorted, comma-joined): with the
     namespace, the tenant the memory of hardware tags this job's lessons with."""
+    nodes: frozenset[NodeName] | None = None
+    """The nodes the job's live pods run on, as the API places them (a bounded report
+    only counts most of a very large job's nodes)."""
 
 
 def opt_in_of(pods: Iterable[Mapping[str, Any]]) -> OptIn:
@@ -138,7 +142,10 @@ def opt_in_of(pods: Iterable[Mapping[str, Any]]) -> OptIn:
                 rpp = max(1, int(raw_rpp))
             except ValueError:
                 problems.append(f"{RANKS_PER_POD_ANNOTATION}={raw_rpp!r} is not an integer")
-    return OptIn(opted_in, policy, mode, rpp, tuple(problems), _service_account(pods))
+    placed = frozenset(
+        NodeName(str(n)) for p in live_pods(pods) if (n := (p.get("spec") or {}).get("nodeName"))
+    )
+    return OptIn(opted_in, policy, mode, rpp, tuple(problems), _service_account(pods), placed)
 
 
 def _service_account(pods: Iterable[Mapping[str, Any]]) -> str | None:
@@ -167,6 +174,7 @@ def job_view_of(
         policy_source=f"annotation {POLICY_ANNOTATION}" if opt_in.policy_name else None,
         mode_source=f"annotation {MODE_ANNOTATION}" if opt_in.mode_override else None,
         service_account=opt_in.service_account,
+        placed_nodes=opt_in.nodes,
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import random
 import time
 from typing import Any
 
@@ -198,3 +199,37 @@ def nvrx_usage_forms(rank: int, world_size: int, out_dir: str) -> None:
             "made": made,
         },
     )
+
+
+def jittery_cadence(
+    rank: int, world_size: int, out_dir: str, run: tuple[int, float, float]
+) -> None:
+    """NVRx's interval path at its defaults but a nonzero interval: ``run`` is (steps,
+    step_s, interval_s); steps of ``step_s`` +-5% (each rank its own draw), 7% slower
+    in every other stretch of 150 (the job's speed changes, and with it the count), each
+    ending at its deadline so the load of a shared machine does not change the job's speed
+    (a late step is followed by a shorter one; a stall of more than two steps is one
+    long step), ``generate_report_if_interval_elapsed`` after each; the clock reading
+    before each call and the report iterations are saved."""
+    steps, step_s, interval_s = run
+    rng = random.Random(1000 + rank)
+    straggler.Detector.initialize(report_time_interval=interval_s, node_name=f"node{rank}")
+    calls: list[float] = []
+    reported: list[int] = []
+    deadline = time.monotonic()
+    for i in range(steps):
+        with straggler.Detector.detection_section("step", profile_cuda=False):
+            base = step_s * (1.07 if (i // 150) % 2 else 1.0)
+            deadline += base * (1 + rng.uniform(-0.05, 0.05))
+            late = time.monotonic() - deadline
+            if late < 0:
+                time.sleep(-late)
+            elif late > 2 * step_s:
+                deadline += late
+        calls.append(time.monotonic())
+        straggler.Detector.generate_report_if_interval_elapsed()
+        if straggler.Detector.is_interval_elapsed():
+            reported.append(straggler.Detector.report_interval_tracker.current_iter)  # type: ignore[union-attr]
+    errors = straggler.Detector.internal_errors()
+    straggler.Detector.shutdown()
+    save(out_dir, rank, {"calls": calls, "reported": reported, "errors": errors})

@@ -10,11 +10,10 @@ the report (positive: slower than the peers). Subtracting the peers each window 
 what every rank shares (a common drift, a job-wide slowdown); what a rank does relative
 to its peers, including a drift of its own, is noise the scale must cover:
 
-- the rank's own scale: its in-control history (the windows before its current CUSUM
-  run) read in blocks of ``BLOCK`` windows; the median absolute deviation of the block
-  means times sqrt(BLOCK) is a long-run scale, so positive autocorrelation (drift, a
-  skew that stays for a few windows) widens it instead of passing for evidence; and
-  the window-to-window differences' MAD, for the fast part;
+- the rank's own scale: the MAD of its in-control history (the windows before its
+  current CUSUM run), a drift of its own included, or its window-to-window differences'
+  MAD / sqrt 2 when larger; positive autocorrelation (drift, a skew that stays a few
+  windows) inflates the variance by the pooled lag-1 factor (1 + rho) / (1 - rho);
 - the peers' scale: the median of the ranks' own scales, and this window's spread of
   the deviations above their median (the upper half: a capped score censors the
   lower one).
@@ -24,6 +23,11 @@ peers' trimmed mean, clipped at ``CLIP`` (heavy tails move the statistic by at m
 that), and enter the CUSUM as Bennett's log-likelihood bound, whose exponential is a
 supermartingale under no change: the threshold ``log(windows per day / rate)`` then
 bounds false alarms per GPU-day by the rate (Ville's inequality, once per CUSUM run).
+
+The scores are the judged ones: with ``score.tail`` a rank slow in two of its last
+fifteen windows is judged low for as long as its tail remembers them, so a rank slow
+2 minutes in every 6 gathers evidence across its bursts instead of decaying between
+them (docs/decision-rule.md, "Intermittent slowdowns").
 """
 
 from __future__ import annotations

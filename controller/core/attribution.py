@@ -15,13 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from operator import attrgetter
 from typing import assert_never
 
 import numpy as np
 
 from pacekeeper.controller.core import peers, rank_columns, structure_pattern
 from pacekeeper.controller.core.ids import NodeName, Rank
-from pacekeeper.controller.core.peer_stats import F64
+from pacekeeper.controller.core.peer_stats import F64, I64
 from pacekeeper.controller.core.policy import Policy, ScoreKind, ScoreSelector
 from pacekeeper.controller.core.state import HistoryEntry
 from pacekeeper.controller.core.structure import Alignment, align
@@ -92,11 +93,11 @@ class Digest:
     def ray_workers(self, ranks: list[int]) -> list[dict[str, object]]:
         """Where each of ``ranks`` runs on Ray (node id and process id), for restarting
         exactly those workers; ranks without both are left out."""
-        wanted = set(ranks)
+        listed = self.report.ranks
         return [
             {"rank": r.rank, "rayNodeId": r.ray_node_id, "pid": r.pid}
-            for r in self.report.ranks
-            if r.rank in wanted and r.ray_node_id and r.pid
+            for r in (listed[i] for i in rank_columns.rows_of(listed, ranks))
+            if r.ray_node_id and r.pid
         ]
 
     def placement(self, node: NodeName) -> tuple[list[str], list[str]]:
@@ -104,7 +105,14 @@ class Digest:
         action needs them)."""
         pods: list[str] = []
         ray_ids: list[str] = []
-        for r in self.report.ranks:
+        listed = self.report.ranks
+        code, index = self.node_rows
+        rows = (
+            np.flatnonzero(code == index[node]).tolist()
+            if code is not None and node in index
+            else range(len(listed))
+        )
+        for r in (listed[i] for i in rows):
             if r.node != node:
                 continue
             if r.pod:
@@ -143,6 +151,8 @@ class Digest:
     """Every unlisted node's ranks score at least this (None: some unmeasured, or none)."""
     placed_nodes: frozenset[NodeName] | None = None
     """The job's nodes as the API places its pods (``JobView.placed_nodes``)."""
+    node_rows: tuple[I64 | None, dict[str, int]] = (None, {})
+    """Per listed row, its node's number, and the numbers by node (``placement``)."""
     _listed: set[int] | None = None
 
     @property
@@ -190,10 +200,9 @@ class Digest:
 
     def gpus_of(self, ranks: Sequence[int]) -> tuple[str, ...]:
         """The GPUs ``ranks`` name in the report, in rank order (off the hot path)."""
-        wanted = set(ranks)
-        return tuple(
-            dict.fromkeys(r.gpu_uuid for r in self.report.ranks if r.rank in wanted and r.gpu_uuid)
-        )
+        listed = self.report.ranks
+        rows = rank_columns.rows_of(listed, ranks)
+        return tuple(dict.fromkeys(g for i in rows if (g := listed[i].gpu_uuid)))
 
     def measured_ranks(self) -> set[int]:
         """Listed ranks with a usable score (below or not)."""
@@ -306,7 +315,7 @@ def digest(
     with np.errstate(invalid="ignore"):
         low = usable & (values < act)
     # Nodes in the order the report first names them (their ranks need not come together).
-    names = [r.node for r in ranks]
+    names = list(map(attrgetter("node"), ranks))
     index = {name: i for i, name in enumerate(dict.fromkeys(names))}
     code = np.fromiter(map(index.__getitem__, names), np.int64, len(names))
     per_node = np.bincount(code, minlength=len(index)).tolist()
@@ -361,6 +370,7 @@ def digest(
         calibration=calibration,
         waits_timed=judged.waits_timed,
         values=np.where(usable, values, np.nan),
+        node_rows=(code, index),
         unlisted_nodes=omitted.nodes if omitted is not None else 0,
         unlisted_floor=omitted.min_score
         if omitted is not None and not omitted.unmeasured

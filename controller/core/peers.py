@@ -63,12 +63,12 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import assert_never
 
 import numpy as np
 import numpy.typing as npt
 
-from pacekeeper.controller.core import host_side, tail
+from pacekeeper.controller.core import host_side, rank_columns, tail
 from pacekeeper.controller.core.peer_stats import F64, Groups, against
 from pacekeeper.controller.core.policy import Policy, Reference, ScoreKind
 from pacekeeper.controller.core.rank_columns import any_given
@@ -331,44 +331,38 @@ def _lowest(m: F64) -> F64:
 
 def _matrix(ranks: Sequence[RankScores], kind: ScoreKind, section: str) -> tuple[list[str], F64]:
     """(``score_key`` of each column, ranks x columns) of the scores the policy's kind
-    reads; NaN where a rank has none. Built a column at a time (one comprehension per
-    score, no list per rank): this runs on every rank of every report, and for ``worst``
-    at 16,384 ranks a row per rank cost twice as much."""
-    cols: list[list[Any]]
+    reads; NaN where a rank has none. Built from whole columns (``rank_columns``), no
+    Python step per rank: this runs on every rank of every report."""
     match kind:
         case ScoreKind.GPU_RELATIVE:
-            keys, cols = ["gpuRelative"], [[r.gpu_relative for r in ranks]]
+            return ["gpuRelative"], rank_columns.floats(ranks, "gpu_relative")[:, None]
         case ScoreKind.GPU_INDIVIDUAL:
-            keys, cols = ["gpuIndividual"], [[r.gpu_individual for r in ranks]]
+            return ["gpuIndividual"], rank_columns.floats(ranks, "gpu_individual")[:, None]
         case ScoreKind.SECTION_RELATIVE:
-            keys = [score_key("sectionRelative", section)]
-            cols = [[r.section_relative.get(section) for r in ranks]]
+            col = [r.section_relative.get(section) for r in ranks]
+            return [score_key("sectionRelative", section)], np.array(col, np.float64)[:, None]
         case ScoreKind.SECTION_INDIVIDUAL:
-            keys = [score_key("sectionIndividual", section)]
-            cols = [[r.section_individual.get(section) for r in ranks]]
+            col = [r.section_individual.get(section) for r in ranks]
+            return [score_key("sectionIndividual", section)], np.array(col, np.float64)[:, None]
         case ScoreKind.WORST:
-            rel = [r.section_relative for r in ranks]
-            ind = [r.section_individual for r in ranks]
-            names = sorted(set().union(*rel, *ind))
+            rel_names, rel = rank_columns.section_block(ranks, "section_relative")
+            ind_names, ind = rank_columns.section_block(ranks, "section_individual")
+            names = sorted({*rel_names, *ind_names})
             keys = [
                 "gpuRelative",
                 "gpuIndividual",
                 *(score_key("sectionRelative", n) for n in names),
                 *(score_key("sectionIndividual", n) for n in names),
             ]
-            cols = [
-                [r.gpu_relative for r in ranks],
-                [r.gpu_individual for r in ranks],
-                *([d.get(n) for d in rel] for n in names),
-                *([d.get(n) for d in ind] for n in names),
-            ]
+            raw = np.empty((len(ranks), len(keys)), dtype=np.float64)
+            raw[:, 0] = rank_columns.floats(ranks, "gpu_relative")
+            raw[:, 1] = rank_columns.floats(ranks, "gpu_individual")
+            k = len(names)
+            raw[:, 2 : 2 + k] = rank_columns.aligned(rel_names, rel, names)
+            raw[:, 2 + k :] = rank_columns.aligned(ind_names, ind, names)
+            return keys, raw
         case _:
             assert_never(kind)
-    # None (not measured) becomes NaN.
-    raw = np.empty((len(ranks), len(keys)), dtype=np.float64)
-    for j, col in enumerate(cols):
-        raw[:, j] = np.array(col, dtype=np.float64)
-    return keys, raw
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ wait share, a GPU name, a peer group?"); a generator expression over the ranks c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -35,3 +36,60 @@ def ints(ranks: Sequence[RankScores], *fields: str) -> npt.NDArray[np.int64]:
     for name in fields[1:]:
         total += np.fromiter(map(attrgetter(name), ranks), np.int64, len(ranks))
     return total
+
+
+def floats(ranks: Sequence[RankScores], field: str) -> npt.NDArray[np.float64]:
+    """Per rank, the float ``field`` (NaN where None)."""
+    return np.array(list(map(attrgetter(field), ranks)), dtype=np.float64)
+
+
+def section_block(
+    ranks: Sequence[RankScores], field: str
+) -> tuple[list[str], npt.NDArray[np.float64]]:
+    """The section names some rank's mapping ``field`` holds (sorted), and ranks x names
+    of their scores (NaN where a rank has none).
+
+    A job's ranks nearly always time the same sections, inserted in the same order: then
+    the mappings' keys, read in one C pass, equal the first one's repeated, and their
+    values come out in one pass too (at 131,072 ranks a comprehension per section cost
+    more than the rest of the decision). Any other layout takes a column at a time."""
+    dicts: list[dict[str, float | None]] = list(map(attrgetter(field), ranks))
+    n = len(dicts)
+    first = list(dicts[0]) if n else []
+    keys = list(chain.from_iterable(dicts))
+    if keys == first * n:
+        values = np.array(list(chain.from_iterable(map(dict.values, dicts))), dtype=np.float64)
+        block = values.reshape(n, len(first))
+        names = sorted(first)
+        if names != first:
+            block = block[:, [first.index(s) for s in names]]
+        return names, block
+    names = sorted(set(keys))
+    block = np.empty((n, len(names)), dtype=np.float64)
+    for j, name in enumerate(names):
+        block[:, j] = np.array([d.get(name) for d in dicts], dtype=np.float64)
+    return names, block
+
+
+def aligned(
+    names: list[str], block: npt.NDArray[np.float64], wanted: list[str]
+) -> npt.NDArray[np.float64]:
+    """``block``'s columns for ``wanted`` names, in that order (NaN for a name absent)."""
+    if names == wanted:
+        return block
+    out = np.full((block.shape[0], len(wanted)), np.nan)
+    at = {name: j for j, name in enumerate(names)}
+    for j, name in enumerate(wanted):
+        if name in at:
+            out[:, j] = block[:, at[name]]
+    return out
+
+
+def rows_of(ranks: Sequence[RankScores], wanted: Iterable[int]) -> list[int]:
+    """The rows (report order) of the listed ranks numbered ``wanted``: read straight
+    where row ``r`` holds rank ``r`` (a full report), else found by one scan."""
+    want = set(wanted)
+    n = len(ranks)
+    if all(0 <= w < n and ranks[w].rank == w for w in want):
+        return sorted(want)
+    return [i for i, r in enumerate(ranks) if r.rank in want]

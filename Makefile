@@ -9,7 +9,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S ?= 2
 export RAY_USAGE_STATS_ENABLED ?= 0
 
-.PHONY: venv demo test lint bench clean realserver image
+.PHONY: venv demo test lint bench clean realserver image mutation
 
 $(STAMP): pyproject.toml constraints.txt setup.py cupti_ext/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,18 @@ image:
 
 test: venv lint realserver image
 	$(PY) -m pytest
+
+# Mutation testing (docs/testing.md): mutmut over the modules named in pyproject.toml's
+# [tool.pacekeeper-mutation], or only MODULES="detector/scoring.py ...", each run against
+# its folder's fast unit tests. Writes build/mutation/summary.txt and summary.json; fails
+# when a module scores under MUTATION_FAIL_UNDER percent. CPU-heavy: MUTATION_JOBS workers.
+MODULES ?=
+MUTATION_JOBS ?= $(shell nproc)
+MUTATION_FAIL_UNDER ?= 90
+
+mutation: venv
+	$(PY) tests/mutation/run_mutation.py --modules "$(MODULES)" --jobs $(MUTATION_JOBS) \
+		--fail-under $(MUTATION_FAIL_UNDER)
 
 bench: venv
 	$(PY) bench/run_all.py

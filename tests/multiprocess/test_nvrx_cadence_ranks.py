@@ -53,13 +53,15 @@ def nvrx_report_count(calls_per_rank: list[list[float]], interval_s: float) -> i
     return sum(1 for i in range(17, n + 1) if i % count == 0)
 
 
-def test_every_rank_reports_at_the_same_iterations(cadence_world: list[dict]) -> None:
+def test_every_rank_reports_at_the_same_iterations(cadence_world: list[dict[str, Any]]) -> None:
     assert all(r["errors"] == {} for r in cadence_world)
     assert all(r["reported"] == cadence_world[0]["reported"] for r in cadence_world)
     assert len(cadence_world[0]["reported"]) >= 5
 
 
-def test_no_gap_between_reports_is_under_half_the_interval(cadence_world: list[dict]) -> None:
+def test_no_gap_between_reports_is_under_half_the_interval(
+    cadence_world: list[dict[str, Any]],
+) -> None:
     for rank, result in enumerate(cadence_world):
         # The clock reading just before the call that reported: what the tracker sees.
         times = [result["calls"][i - 1] for i in result["reported"]]
@@ -68,7 +70,9 @@ def test_no_gap_between_reports_is_under_half_the_interval(cadence_world: list[d
         assert not short, f"rank {rank}: gaps under {INTERVAL_S / 2} s (iteration, s): {short}"
 
 
-def test_report_count_is_close_to_nvrx_on_the_same_steps(cadence_world: list[dict]) -> None:
+def test_report_count_is_close_to_nvrx_on_the_same_steps(
+    cadence_world: list[dict[str, Any]],
+) -> None:
     ours = len(cadence_world[0]["reported"])
     nvrx = nvrx_report_count([r["calls"] for r in cadence_world], INTERVAL_S)
     # Within 10% (the fake clock's test asks 5% of 3,000 steps; this is 1,200). The old

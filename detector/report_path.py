@@ -38,10 +38,11 @@ REPORT_FANOUT = "PACEKEEPER_REPORT_FANOUT"
 LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
 """torchrun's ranks per host: the node groups' size."""
 
-FLAT_MAX_RANKS = 64
+FLAT_MAX_RANKS = 16
 """``auto`` keeps one flat group up to this many ranks (docs/detector.md, "Report path"):
-64 sockets a rank is nothing beside a process's descriptor limit, and the flat gather
-is one hop where the tree is two or more."""
+there the mesh is a few sockets a rank and a job of one or two hosts gains nothing from
+levels; above it the flat group's sockets and its ring of N hops (the sizes' all-gather)
+grow with the job, and the scale bench's rank 0 reported faster on the tree from 16 ranks."""
 
 DEFAULT_FANOUT = 8
 MODES = ("auto", "flat", "tree")

@@ -32,10 +32,10 @@ logger = logging.getLogger(__name__)
 PLAN_KEY = "report-path-plan"
 
 
-def _default_store() -> Any:
+def _dist() -> Any:
     import torch.distributed as dist
 
-    return dist.distributed_c10d._get_default_store()
+    return dist
 
 
 def agree(ranks: Sequence[int], me: int, key_prefix: str, timeout_s: float) -> Plan:
@@ -44,16 +44,15 @@ def agree(ranks: Sequence[int], me: int, key_prefix: str, timeout_s: float) -> P
     Rank 0 reads the environment (a malformed variable is logged and gives the flat
     path); the others follow it, so a variable set on some ranks only cannot split the
     job into ranks waiting on different groups."""
-    import torch.distributed as dist
-
-    store = dist.PrefixStore(key_prefix, _default_store())
+    dist = _dist()
+    store = dist.PrefixStore(key_prefix, dist.distributed_c10d._get_default_store())
     if me == min(ranks):
         try:
             plan = report_path.choose(len(ranks))
         except ValueError as exc:
             logger.error("report path: %s; using the flat group", exc)
             plan = Plan("flat")
-        store.set(PLAN_KEY, plan.encode())
+        store.set(PLAN_KEY, plan.encode().decode())
         return plan
     store.wait([PLAN_KEY], timedelta(seconds=timeout_s))
     return Plan.decode(bytes(store.get(PLAN_KEY)))

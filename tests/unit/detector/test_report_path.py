@@ -58,8 +58,8 @@ def test_sub_group_ranks_are_grouped_by_their_hosts() -> None:
 
 
 def test_choose_flat_small_tree_large_and_forced() -> None:
-    assert choose(64, {}).mode == "flat"
-    assert choose(65, {"LOCAL_WORLD_SIZE": "8"}) == Plan("tree", 8, 8)
+    assert choose(16, {}).mode == "flat"
+    assert choose(17, {"LOCAL_WORLD_SIZE": "8"}) == Plan("tree", 8, 8)
     assert choose(4, {"PACEKEEPER_REPORT_PATH": "tree"}).mode == "tree"
     assert choose(10_000, {"PACEKEEPER_REPORT_PATH": "flat"}).mode == "flat"
     assert Plan.decode(Plan("tree", 4, 3).encode()) == Plan("tree", 4, 3)

@@ -27,6 +27,7 @@ CPU_BENCHES: dict[str, list[str]] = {
     "detector_report_cupti_sim": ["--reports", "100", "--launch-reports", "10"],
     "controller_decide": ["--rounds", "3"],
     "detection_quality": ["--quick"],
+    "detector_scale": ["--worlds", "4", "8", "16", "32", "--reports", "3"],
 }
 """Script (bench/NAME.py) and its arguments: defaults, or fewer rounds where a full run
 is long and the shorter one answers the same question."""

@@ -316,6 +316,15 @@ class PolicyValidation(_Values):
     timeout_s: int = Field(default=300, ge=10, le=3600)
 
 
+class State(_Values):
+    namespace: str = Field(
+        default="", max_length=63, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$",
+        description="Namespace of the state ConfigMaps. Empty: <release namespace>-state.",
+    )  # fmt: skip
+    create_namespace: bool = True
+    migrate: bool = True
+
+
 class TestImage(_Values):
     repository: str = Field(default="busybox", min_length=1)
     tag: str = Field(default="1.37", min_length=1)
@@ -344,6 +353,7 @@ class ChartValues(_Values):
     webhook: Webhook = Webhook()
     pod_disruption_budget: PodDisruptionBudget = PodDisruptionBudget()
     reporter_rbac: ReporterRbac = ReporterRbac()
+    state: State = State()
     tests: Tests = Tests()
     # Parent charts pass `global` to every subchart.
     global_: dict[str, Any] | None = Field(default=None, alias="global")

@@ -7,11 +7,16 @@ else every namespace is searched for the controller's own traces, strongest firs
 - its leader-election Lease (the chart names it ``<fullname>-leader``; ``operator run``
   defaults to ``pacekeeper-controller``);
 - its state ConfigMaps (``pacekeeper-state``, ``pacekeeper-job-*``, labelled
-  ``app.kubernetes.io/managed-by: pacekeeper``);
+  ``app.kubernetes.io/managed-by: pacekeeper``), which live in a namespace of their own
+  (the chart's ``state.namespace``) and name the controller's namespace in their
+  ``pacekeeper.dev/controller-namespace`` annotation; maps without it (releases before
+  the state namespace) count for the namespace they are in;
 - the release's policy ConfigMap (``app.kubernetes.io/part-of: pacekeeper``,
   ``app.kubernetes.io/component: policy``).
 
-The policy in force is the policy ConfigMap in the controller's namespace (what the
+The state is read from the namespace those maps point from (``--state-namespace`` when
+given; the controller's own namespace when no map names it). The policy in force is the
+policy ConfigMap in the controller's namespace (what the
 controller mounts at ``/etc/pacekeeper/policy.yaml``), or a file given with ``--policy``.
 A search the reader may not do (403) is skipped and named in the message.
 """
@@ -50,6 +55,12 @@ class ControllerFound:
     """Other namespaces with traces of a controller (a second install)."""
     problems: tuple[str, ...] = ()
     """Searches that failed (``cannot list leases in all namespaces: 403 Forbidden``)."""
+    state_namespace: str | None = None
+    """Where its state ConfigMaps are (None: ``namespace``)."""
+
+    @property
+    def state_in(self) -> str | None:
+        return self.state_namespace or self.namespace
 
     def not_found_message(self) -> str:
         extra = "; " + "; ".join(self.problems) if self.problems else ""
@@ -101,16 +112,23 @@ def _items(listed: Any) -> list[Mapping[str, Any]]:
 _KEEP: dict[str, Callable[[str], bool]] = {"Lease": _is_controller_lease, "state": _is_state_map}
 
 
-def find_controller(api_client: Any, explicit: str | None) -> ControllerFound:
+def find_controller(
+    api_client: Any, explicit: str | None, explicit_state: str | None = None
+) -> ControllerFound:
     """The controller's namespace: ``explicit``, else the namespace with the strongest
-    traces of a controller (Lease, state, policy ConfigMap) in the whole cluster."""
-    if explicit:
-        return ControllerFound(explicit, "--controller-namespace")
+    traces of a controller (Lease, state, policy ConfigMap) in the whole cluster; and
+    its state namespace: ``explicit_state``, else the one whose maps name it."""
+    if explicit and explicit_state:
+        return ControllerFound(explicit, "--controller-namespace", state_namespace=explicit_state)
     from kubernetes import client
 
     from pacekeeper.controller.runtime.state_store import MANAGED_BY
 
     core = client.CoreV1Api(api_client)
+    if explicit:
+        named, failed = _state_namespaces(core)
+        return ControllerFound(explicit, "--controller-namespace", problems=tuple(failed),
+                               state_namespace=named.get(explicit))  # fmt: skip
     leases = client.CoordinationV1Api(api_client)
     managed = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
     searches: list[tuple[str, str, Any]] = [
@@ -121,6 +139,7 @@ def find_controller(api_client: Any, explicit: str | None) -> ControllerFound:
             label_selector=POLICY_SELECTOR, **_raw)),
     ]  # fmt: skip
     traces: dict[str, dict[str, str]] = {}
+    states: dict[str, str] = {}
     problems: list[str] = []
     for kind, plural, search in searches:
         try:
@@ -132,13 +151,46 @@ def find_controller(api_client: Any, explicit: str | None) -> ControllerFound:
             meta = obj.get("metadata") or {}
             ns, name = str(meta.get("namespace")), str(meta.get("name"))
             if kind == "policy" or _KEEP[kind](name):
-                traces.setdefault(ns, {}).setdefault(kind, f"{_label(kind)} {ns}/{name}")
+                owner = _controller_of(meta) if kind == "state" else ns
+                if kind == "state" and owner != ns:
+                    states.setdefault(owner, ns)
+                traces.setdefault(owner, {}).setdefault(kind, f"{_label(kind)} {ns}/{name}")
     if not traces:
         return ControllerFound(None, "", problems=tuple(problems))
     ranked = sorted(traces, key=lambda ns: (-sum(_WEIGHT[k] for k in traces[ns]), ns))
     best = traces[ranked[0]]
     how = next(best[k] for k in _WEIGHT if k in best)
-    return ControllerFound(ranked[0], how, tuple(ranked[1:]), tuple(problems))
+    state = explicit_state or states.get(ranked[0])
+    return ControllerFound(ranked[0], how, tuple(ranked[1:]), tuple(problems), state)
+
+
+def _controller_of(meta: Mapping[str, Any]) -> str:
+    """The namespace of the controller that keeps a state map: its annotation, else
+    (an older release's map) the map's own namespace."""
+    from pacekeeper.controller.runtime.state_store import CONTROLLER_ANNOTATION
+
+    named = (meta.get("annotations") or {}).get(CONTROLLER_ANNOTATION)
+    return str(named or meta.get("namespace"))
+
+
+def _state_namespaces(core: Any) -> tuple[dict[str, str], list[str]]:
+    """Controller namespace -> the namespace its state maps are in, for every map that
+    names its controller; and why none could be listed."""
+    from pacekeeper.controller.runtime.state_store import MANAGED_BY
+
+    managed = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+    try:
+        found = _json(core.list_config_map_for_all_namespaces(label_selector=managed, **_raw))
+    except Exception as e:  # ApiException (403 without cluster-wide list), urllib3 errors
+        return {}, [f"cannot list ConfigMaps in all namespaces: {_why(e)}"]
+    states: dict[str, str] = {}
+    for obj in _items(found):
+        meta = obj.get("metadata") or {}
+        ns, name = str(meta.get("namespace")), str(meta.get("name"))
+        owner = _controller_of(meta)
+        if _is_state_map(name) and owner != ns:
+            states.setdefault(owner, ns)
+    return states, []
 
 
 def _label(kind: str) -> str:

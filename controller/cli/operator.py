@@ -50,6 +50,23 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
     namespace: Annotated[
         str, typer.Option(envvar="PACEKEEPER_NAMESPACE", help="The controller's namespace.")
     ] = "pacekeeper",
+    state_namespace: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PACEKEEPER_STATE_NAMESPACE",
+            help="Where the controller keeps its state ConfigMaps (default: --namespace). "
+            "The chart uses a namespace of its own, so the controller writes no ConfigMap "
+            "beside its policy.",
+        ),
+    ] = None,
+    migrate_state_from: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PACEKEEPER_MIGRATE_STATE_FROM",
+            help="Before acting, copy an older release's state ConfigMaps from this "
+            "namespace into --state-namespace, once (read only: nothing is deleted).",
+        ),
+    ] = None,
     lease_name: Annotated[str, typer.Option(envvar="PACEKEEPER_LEASE_NAME")] = (
         "pacekeeper-controller"
     ),
@@ -142,6 +159,8 @@ def run_command(  # noqa: PLR0917 (one parameter per option)
         metrics_access=access,
         metrics_tls_dir=metrics_tls_dir,
         workers=workers,
+        state_namespace=state_namespace,
+        migrate_state_from=migrate_state_from,
     )
     try:
         api_client = _api_client(kubeconfig)

@@ -4,9 +4,10 @@ annotation that chose it), the marks it holds and the budget it used (docs/statu
 
 Kubernetes (also plain ``pacekeeper status``): the StragglerReports (configuration found
 as kubectl finds it, ``kube_config.py``), the job's pods (their override annotations), and
-the controller's state ConfigMaps (``pacekeeper-job-<hash>``, ``pacekeeper-state``) and
-policy ConfigMap in the namespace ``controller_lookup.py`` finds. Ray: the ScoreBoard and
-the signed state in the GCS. Reads only; ``--watch`` redraws every ``--interval-s``.
+the controller's state ConfigMaps (``pacekeeper-job-<hash>``, ``pacekeeper-state``, in
+its state namespace) and policy ConfigMap in the namespaces ``controller_lookup.py``
+finds. Ray: the ScoreBoard and the signed state in the GCS. Reads only; ``--watch``
+redraws every ``--interval-s``.
 ``--hardware`` shows the memory of hardware instead: every remembered GPU, its learned
 speed factor and its slow history (``pacekeeper-hardware-NNN``).
 """
@@ -72,8 +73,10 @@ class KubernetesView:
         where = "all namespaces" if self.jobs_namespace is None else self.jobs_namespace
         if self.controller.namespace is None:
             return f"pacekeeper status ({where}; no controller found)"
+        state = self.controller.state_in
+        kept = "" if state == self.controller.namespace else f", state in {state}"
         return (
-            f"pacekeeper status ({where}; controller in {self.controller.namespace}, "
+            f"pacekeeper status ({where}; controller in {self.controller.namespace}{kept}, "
             f"found by {self.controller.how})"
         )
 
@@ -103,7 +106,7 @@ def kubernetes_rows(view: KubernetesView, now: datetime) -> list[JobStatus]:
         listed = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
     else:
         listed = custom.list_namespaced_custom_object(GROUP, VERSION, view.jobs_namespace, PLURAL)
-    ns = view.controller.namespace
+    ns = view.controller.state_in
     store = None if ns is None else StateStore(view.api_client, namespace=ns)
     cluster = store.load_cluster() if store is not None else None
     pods = _PodsByNamespace(view.api_client)
@@ -326,6 +329,14 @@ ControllerNamespace = Annotated[
         "ConfigMap).",
     ),
 ]
+StateNamespace = Annotated[
+    str | None,
+    typer.Option(
+        envvar="PACEKEEPER_STATE_NAMESPACE",
+        help="Where the controller keeps its state ConfigMaps (default: found from their "
+        "pacekeeper.dev/controller-namespace annotation; else the controller's namespace).",
+    ),
+]
 KubeconfigOpt = Annotated[
     Path | None,
     typer.Option(
@@ -352,6 +363,7 @@ def status_default(  # noqa: PLR0917 - one parameter per option
     watch: Watch = False,
     interval_s: Every = 5.0,
     hardware: Hardware = False,
+    state_namespace: StateNamespace = None,
 ) -> None:
     """Kubernetes jobs and the controller's view of each (``pacekeeper status --watch``);
     ``pacekeeper status ray`` for Ray."""
@@ -363,7 +375,7 @@ def status_default(  # noqa: PLR0917 - one parameter per option
         return
     status_kubernetes(
         namespace, all_namespaces, controller_namespace, kubeconfig, policy, output, watch,
-        interval_s, hardware,
+        interval_s, hardware, state_namespace,
     )  # fmt: skip
 
 
@@ -378,6 +390,7 @@ def status_kubernetes(  # noqa: PLR0917 - one parameter per option
     watch: Watch = False,
     interval_s: Every = 5.0,
     hardware: Hardware = False,
+    state_namespace: StateNamespace = None,
 ) -> None:
     """Jobs with a StragglerReport and what the controller decided about each."""
     from pacekeeper.controller.cli import kube_config
@@ -388,11 +401,11 @@ def status_kubernetes(  # noqa: PLR0917 - one parameter per option
         raise _fail(f"{e} (for Ray: pacekeeper status ray)") from None
     api = found.api_client
     try:
-        controller = find_controller(api, controller_namespace)
+        controller = find_controller(api, controller_namespace, state_namespace)
     except Exception as e:  # the client's errors
         raise _fail(f"cannot look for the controller: {e}") from None
     if hardware:
-        ns = controller.namespace
+        ns = controller.state_in
         if ns is None:
             raise _fail(controller.not_found_message())
 
@@ -402,7 +415,9 @@ def status_kubernetes(  # noqa: PLR0917 - one parameter per option
             except Exception as e:  # the client's errors, and a memory it cannot read
                 raise _fail(f"cannot read the memory of hardware: {e}") from None
 
-        _show_hardware(memory, f"pacekeeper status (controller in {ns})", output)
+        kept = "" if ns == controller.namespace else f", state in {ns}"
+        _show_hardware(memory, f"pacekeeper status (controller in {controller.namespace}{kept})",
+                       output)  # fmt: skip
         return
     jobs_ns = None if all_namespaces else (namespace or found.namespace)
     view = KubernetesView(api, jobs_ns, controller, find_policy(api, controller.namespace, policy))

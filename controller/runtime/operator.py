@@ -62,7 +62,7 @@ SWEEP_CHECK_S = 15.0
 @dataclass(frozen=True, slots=True)
 class OperatorConfig:
     namespace: str
-    """The controller's own namespace (Lease, state ConfigMap)."""
+    """The controller's own namespace (its Lease; its policy ConfigMap, mounted)."""
     identity: str
     leader_election: bool = True
     lease_name: str = "pacekeeper-controller"
@@ -74,6 +74,11 @@ class OperatorConfig:
     owner: str = "pacekeeper"
     workers: int = DEFAULT_WORKERS
     """Reconciles in flight at once (of different jobs)."""
+    state_namespace: str | None = None
+    """Where the state ConfigMaps live (None: ``namespace``, as before the chart moved
+    them out: docs/security.md)."""
+    migrate_state_from: str | None = None
+    """Copy an older release's state from this namespace first (``state_migration``)."""
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -345,7 +350,8 @@ def run(
     stop: StopRequest | None = None,
 ) -> int:
     """Run until stopped or leadership is lost; returns the process exit code: 0 after a
-    stop (``stop``, or ``stop_flag`` set), 1 when the Lease was lost."""
+    stop (``stop``, or ``stop_flag`` set), 1 when the Lease was lost, ``STATE_NOT_MOVED``
+    when an older release's state could not be moved."""
     metrics = metrics or ControllerMetrics()
     serve_metrics(metrics.registry, config.metrics_serving(), api_client)
     stop = stop or StopRequest(stop_flag)
@@ -385,10 +391,14 @@ def run(
     else:
         metrics.leader.set(1)
 
+    if config.migrate_state_from and not _state_moved(api_client, config):
+        _wind_down(elector, lease_client, calls, stop, lost)
+        return STATE_NOT_MOVED
     reconciler = Reconciler(
         api_client,
         policies,
         namespace=config.namespace,
+        state_namespace=config.state_namespace,
         owner=config.owner,
         instance=config.identity,
         metrics=metrics,
@@ -464,6 +474,27 @@ def _wind_down(
         "operator stopped", extra={"reason": stop.reason, "stop_s": round(stop.elapsed_s(), 3)}
     )
     return 1 if lost.is_set() else 0
+
+
+STATE_NOT_MOVED = 3
+"""Exit status when an older release's state could not be moved: acting without it could
+repeat an action, so the pod restarts and tries again."""
+
+
+def _state_moved(api_client: Any, config: OperatorConfig) -> bool:
+    from pacekeeper.controller.runtime.state_migration import migrate_state
+
+    source = config.migrate_state_from
+    target = config.state_namespace or config.namespace
+    if source is None or source == target:
+        return True
+    try:
+        migrate_state(api_client, source=source, target=target,
+                      controller_namespace=config.namespace, now=datetime.now(UTC))  # fmt: skip
+    except Exception as e:  # StateMigrationError, the client's connection errors
+        logger.error("state not moved: not acting without it", extra={"error": str(e)})
+        return False
+    return True
 
 
 def lease_api_client(api_client: Any) -> Any:

@@ -156,6 +156,7 @@ class Reconciler:
         policies: PolicyDocument,
         *,
         namespace: str,
+        state_namespace: str | None = None,
         owner: str = "pacekeeper",
         instance: str = "",
         metrics: ControllerMetrics | None = None,
@@ -167,14 +168,18 @@ class Reconciler:
     ) -> None:
         """``cache``: the operator's watch-fed pods and nodes (None: LIST them each time).
         ``reuse_state_reads``: answer state loads from the store's own last read or write
-        (``state_store``; the resourceVersion on every write keeps that safe)."""
+        (``state_store``; the resourceVersion on every write keeps that safe).
+        ``state_namespace``: where the state ConfigMaps live (None: ``namespace``)."""
         if cache is not None and cache.owner != owner:
             raise ValueError(f"the cache shows {cache.owner!r}'s marks, the reconciler {owner!r}")
         self.policies = policies
         self.owner = owner
         self.metrics = metrics or ControllerMetrics()
         self.source = KubernetesSource(api_client)
-        self.store = StateStore(api_client, namespace=namespace, reuse_reads=reuse_state_reads)
+        self.store = StateStore(
+            api_client, namespace=state_namespace or namespace, controller_namespace=namespace,
+            reuse_reads=reuse_state_reads,
+        )  # fmt: skip
         self.actuators = actuators or KubernetesActuators(
             api_client, owner=owner, instance=instance
         )

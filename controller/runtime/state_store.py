@@ -1,8 +1,10 @@
 """Where the core's ``State`` lives between reconciles, so a restart loses and repeats nothing.
 
 Everything the controller reads back lives where training jobs cannot write: ConfigMaps
-in the controller's own namespace, which only its ServiceAccount may touch
-(docs/security.md).
+in the state namespace (the chart's ``state.namespace``, ``--state-namespace``; the
+controller's own namespace when none is given), which only its ServiceAccount may write
+and which holds nothing else, its policy least of all (docs/security.md).
+``state_migration`` moves an older release's maps there once.
 
 - The cluster part (our marks, rate-limit stamps, breaker) lives in one ConfigMap,
   ``pacekeeper-state``.
@@ -67,6 +69,9 @@ JOB_STATE_PREFIX = "pacekeeper-job-"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "pacekeeper"}
 JOB_STATE_LABEL = "pacekeeper.dev/state"
 JOB_ANNOTATION = "pacekeeper.dev/job"
+CONTROLLER_ANNOTATION = "pacekeeper.dev/controller-namespace"
+"""On every state ConfigMap: the namespace of the controller that keeps it (its Lease and
+policy), so ``pacekeeper status`` finds the state namespace from the controller's."""
 DECISIONS_KEPT = 20
 """Decision records kept per job (newest last); older ones live in logs."""
 
@@ -190,6 +195,7 @@ class StateStore:
         api_client: Any,
         *,
         namespace: str,
+        controller_namespace: str | None = None,
         request_timeout_s: float = 10.0,
         reuse_reads: bool = False,
         cluster_max_age_s: float = CLUSTER_MAX_AGE_S,
@@ -200,6 +206,9 @@ class StateStore:
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
         self.namespace = namespace
+        """The state namespace: where every ConfigMap of this store lives."""
+        self.controller_namespace = controller_namespace
+        """Written on each ConfigMap (``CONTROLLER_ANNOTATION``); None: not written."""
         self._timeout = request_timeout_s
         self._cluster_rv: str | None = None
         self.job_state_since: datetime | None = None
@@ -322,8 +331,11 @@ class StateStore:
         from kubernetes.client.exceptions import ApiException
 
         metadata: dict[str, Any] = {"name": name, "namespace": self.namespace, "labels": labels}
+        annotations = dict(annotations or {})
+        if self.controller_namespace is not None:
+            annotations[CONTROLLER_ANNOTATION] = self.controller_namespace
         if annotations:
-            metadata["annotations"] = dict(annotations)
+            metadata["annotations"] = annotations
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "ConfigMap",

@@ -133,6 +133,9 @@ FEATURES: dict[str, dict[str, Any]] = {
             "imagePullSecrets": [{"name": "regcred"}],
         }
     },
+    "state-namespace-given": {
+        "state": {"namespace": "pk-memory", "createNamespace": False, "migrate": False}
+    },
     "text-logs": {"controller": {"logging": {"format": "text", "level": "debug"}}},
     "image-digest": {
         "controller": {

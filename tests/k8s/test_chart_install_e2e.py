@@ -91,7 +91,7 @@ def test_rendered_deployment_runs_the_opt_in_flow_against_the_harness(
         if obj["kind"] == "CustomResourceDefinition":
             continue  # setup_world applied the same file
         obj.setdefault("metadata", {}).setdefault("namespace", NAMESPACE)
-        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding", "Namespace"):
             obj["metadata"].pop("namespace")
         k8s_server.apply(obj)
 
@@ -144,7 +144,11 @@ def test_rendered_deployment_runs_the_opt_in_flow_against_the_harness(
             "coordination.k8s.io/v1", "Lease", env["PACEKEEPER_LEASE_NAME"], NAMESPACE
         )
         assert lease is not None and lease["spec"]["holderIdentity"] == "pk-controller-0"
-        assert k8s_server.read("v1", "ConfigMap", "pacekeeper-state", NAMESPACE) is not None
+        # The state in its own namespace (issue 40), none beside the policy.
+        state_ns = env["PACEKEEPER_STATE_NAMESPACE"]
+        assert state_ns == f"{NAMESPACE}-state"
+        assert k8s_server.read("v1", "ConfigMap", "pacekeeper-state", state_ns) is not None
+        assert k8s_server.read("v1", "ConfigMap", "pacekeeper-state", NAMESPACE) is None
     finally:
         stop.set()
         t.join(5)

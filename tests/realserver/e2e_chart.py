@@ -91,6 +91,11 @@ class ChartRelease:
     policy_yaml: str
     """The rendered policy ConfigMap's `policy.yaml`, as the Deployment mounts it."""
     operator: ServiceAccountIdentity
+    namespaces: tuple[Manifest, ...] = ()
+    """The Namespaces the chart creates (its state namespace): applied by `install`, kept
+    by `uninstall` (helm.sh/resource-policy: keep)."""
+    policy_map: Manifest | None = None
+    """The rendered policy ConfigMap (not applied: the tier mounts it as a file)."""
 
 
 def _rendering_key(values: Mapping[str, Any]) -> str:
@@ -140,6 +145,8 @@ def render(values: Mapping[str, Any]) -> ChartRelease:
         container=container,
         policy_yaml=policy_map["data"]["policy.yaml"],
         operator=OPERATOR,
+        namespaces=tuple(o for o in installed if o["kind"] == "Namespace"),
+        policy_map=policy_map,
     )
 
 
@@ -147,13 +154,15 @@ def install(cluster: RealCluster, values: Mapping[str, Any]) -> ChartRelease:
     """Apply the chart's RBAC for `values` and wait until the server grants all of it."""
     release = render(values)
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CHART_NAMESPACE}})
+    cluster.apply(list(release.namespaces))
     cluster.apply(list(release.rbac))
     wait_granted(cluster, release.rbac)
     return release
 
 
 def uninstall(cluster: RealCluster, release: ChartRelease) -> None:
-    """Delete the RBAC objects `install` applied (a missing one is fine)."""
+    """Delete the RBAC objects `install` applied (a missing one is fine); the state
+    namespace stays, as Helm keeps it."""
     import kubernetes
     from kubernetes.client.exceptions import ApiException
 

@@ -3,8 +3,9 @@
 A `World` owns a fixed namespace (identities.E2E_NAMESPACES: its ServiceAccounts have
 tokens), the nodes it creates (prefixed with the scenario's name), its training jobs,
 the chart's RBAC for its values, the operator process and the reporters. `close()`
-takes all of it away again, including the controller's state ConfigMaps and Lease in
-the chart namespace, so that scenarios share nothing but the server.
+takes all of it away again, including the controller's state ConfigMaps in the state
+namespace and its Lease in the chart namespace, so that scenarios share nothing but the
+server (and those two namespaces).
 
 What a scenario asserts comes from the server: nodes (our taint, cordon), Events, the
 controller's state ConfigMaps, the StragglerReport, and the audit log (every write the
@@ -25,7 +26,7 @@ from cluster import RealCluster
 from e2e_chart import ChartRelease, chart_values, install, uninstall
 from e2e_jobs import Publishing, Reporters, TrainingJob, create_job, create_nodes
 from e2e_operator import Operator
-from identities import CHART_NAMESPACE, E2E_NAMESPACES, OPERATOR
+from identities import CHART_NAMESPACE, E2E_NAMESPACES, OPERATOR, STATE_NAMESPACE
 
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.marks import TAINT_KEY
@@ -221,7 +222,7 @@ class World:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            cm = self._core().read_namespaced_config_map(name, CHART_NAMESPACE)
+            cm = self._core().read_namespaced_config_map(name, STATE_NAMESPACE)
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -314,7 +315,9 @@ class World:
 
         core = self._core()
         selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
-        core.delete_collection_namespaced_config_map(CHART_NAMESPACE, label_selector=selector)
+        for namespace in (STATE_NAMESPACE, CHART_NAMESPACE):  # the latter: an upgrade's
+            _ignore_404(core.delete_collection_namespaced_config_map, namespace,
+                        label_selector=selector)  # fmt: skip
         if self.release is not None:
             env = {e["name"]: e.get("value") for e in self.release.container.get("env") or []}
             coordination = kubernetes.client.CoordinationV1Api(self.cluster.admin)

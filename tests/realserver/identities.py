@@ -20,6 +20,10 @@ NO_ROLE = ServiceAccountIdentity(IDENTITY_NAMESPACE, "no-role")
 ONE_REPORT = ServiceAccountIdentity(IDENTITY_NAMESPACE, "one-report")
 
 CHART_NAMESPACE = "pacekeeper-system"
+STATE_NAMESPACE = f"{CHART_NAMESPACE}-state"
+"""The chart's default state namespace (`state.namespace`): the controller's state
+ConfigMaps, shared by the scenarios like the chart namespace (each World deletes the maps
+it made)."""
 OPERATOR = ServiceAccountIdentity(CHART_NAMESPACE, "pk-pacekeeper")
 """The chart's controller ServiceAccount (`<release>-pacekeeper`)."""
 
@@ -40,6 +44,8 @@ E2E_NAMESPACES = (
     "e2e-trust",
     "e2e-birth",
     "e2e-marks",
+    "e2e-state",
+    "e2e-upgrade",
 )
 TRUST_NAMESPACE = "e2e-trust"
 BIRTH_NAMESPACE = "e2e-birth"

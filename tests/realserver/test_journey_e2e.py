@@ -101,7 +101,8 @@ def _wait(what: str, check: Callable[[], bool], timeout_s: float, kubelet: Proce
     try:
         wait_until(check, timeout_s=timeout_s, what=what)
     except Exception as error:
-        states = _objects(kubelet.cluster, f"/api/v1/namespaces/{SYSTEM}/configmaps")
+        # The controller's state: in the chart's state namespace (docs/security.md).
+        states = _objects(kubelet.cluster, f"/api/v1/namespaces/{SYSTEM}-state/configmaps")
         decisions = [c.get("data") for c in states["items"] if "job" in c["metadata"]["name"]]
         raise AssertionError(
             f"{what}: {error}\nkubelet errors: {kubelet.errors[-5:]}\n"
@@ -202,6 +203,9 @@ def test_install_opt_in_observe_enforce_and_uninstall_as_the_docs_say(
     assert slow_node in _taints(cluster)
     deployments = _objects(cluster, f"/apis/apps/v1/namespaces/{SYSTEM}/deployments")
     assert deployments["items"] == []
+    # The record of what the controller did stays with the kept state namespace.
+    states = _objects(cluster, f"/api/v1/namespaces/{SYSTEM}-state/configmaps")
+    assert "pacekeeper-state" in [c["metadata"]["name"] for c in states["items"]]
 
 
 def _for_kubernetes_1_20(manifest: str) -> str:

@@ -451,3 +451,37 @@ def test_cluster_usage_counts_only_real_marks_and_stamps_in_the_window() -> None
 def test_refusal_without_an_end_has_no_until() -> None:
     assert b.Refusal(Reason.BUDGET_EXHAUSTED, {"budget": "x"}).until is None
     assert b.Refusal(Reason.BUDGET_EXHAUSTED).until is None
+
+
+def test_demand_bound_keeps_the_newest_by_time_not_by_name() -> None:
+    cfg = Breaker(max_actions=2, window_s=3600.0, open_s=60.0)
+    c = ClusterState()
+    for i in range(9):  # names sort opposite to time: j9 is the oldest, j1 the newest
+        c = b.with_demand(c, f"j{9 - i}|n", cfg, T0 + timedelta(seconds=i))
+    assert "j9|n" not in c.breaker_demand and "j1|n" in c.breaker_demand
+
+
+def test_job_percent_budget_is_read_against_the_jobs_nodes_in_the_evidence() -> None:
+    policy = Policy(budgets=JobBudgets(nodes=NodeBudget(max_percent=50.0), between_actions_s=0.0))
+    got = b.admit(req(policy=policy, safety=OPEN, job_nodes=6), ClusterState())
+    assert got.evidence["jobNodesLimit"] == 3
+
+
+def test_simulated_marks_fill_the_cluster_budget_for_an_observing_job() -> None:
+    cluster = marked(n2=mark(OTHER, simulated=True))
+    one = ClusterSafety(nodes=NodeBudget(max_nodes=1), actions_per_hour=None)
+    assert b.check(req(safety=one), cluster) is None
+    refusal = b.check(req(safety=one, include_simulated=True), cluster)
+    assert refusal is not None and refusal.evidence["budget"] == "cluster.nodes"
+
+
+def test_a_simulated_mark_does_not_hide_a_real_one_on_the_same_node() -> None:
+    cluster = ClusterState(
+        nodes={
+            N1: NodeState(
+                marks={MarkKind.TAINT: mark(JOB, simulated=True), MarkKind.CORDON: mark(JOB)}
+            )
+        }
+    )
+    assert b.marked_nodes(cluster, include_simulated=False) == {N1}
+    assert b.marked_nodes(cluster, job=JOB, include_simulated=False) == {N1}

@@ -3,7 +3,8 @@
 NVRx runs its collectives on the job's default group: a rank that skips one report
 leaves the others blocked until that group's timeout (30 minutes with gloo's default),
 and a timed-out NCCL collective takes the whole process down. Here the detector makes a
-group of its own over the job group's ranks:
+group of its own over the job group's ranks (one gloo group, or a tree of small ones
+above 16 ranks: ``report_path``, ``tree_group``):
 
 * **when**: lazily, inside the first collective of a report on each rank (the interval
   agreement of ``generate_report_if_interval_elapsed`` or the gather of

@@ -331,6 +331,18 @@ def reconcile_bench(ranks: int) -> None:
         for ns in ("ml", "pk"):
             server.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         server.apply_yaml(CRD_PATH)
+        # The controller creates a job's report, bound to its workload (issue 40): here
+        # made beforehand, as the controller would, so the sink only patches its status.
+        from pacekeeper.detector.reporters.k8s_status import new_object
+
+        born = new_object(
+            "ml",
+            "llm",
+            make_report(8, 0, {}, random.Random(0)),
+            owner={"apiVersion": "batch/v1", **owner, "controller": "true"},
+        )
+        born["metadata"]["ownerReferences"][0]["controller"] = True
+        server.apply(born)
 
         def world(lo: int) -> None:
             for k in range(lo, min(lo + 256, pods_n)):
@@ -427,6 +439,7 @@ if __name__ == "__main__":
     ap.add_argument("ranks", nargs="?", type=int, default=DEFAULT_RANKS)
     ap.add_argument("--sizes", default=None, help="comma-separated rank counts, side by side")
     ap.add_argument("--repeats", type=int, default=REPEATS, help="timed calls per case")
+    ap.add_argument("--reconcile-only", action="store_true", help="skip the decision cases")
     ap.add_argument("--baseline", type=Path, default=None, help="a checkout to compare with")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cases-json", action="store_true", help=argparse.SUPPRESS)
@@ -439,5 +452,6 @@ if __name__ == "__main__":
     elif args.baseline is not None:
         compare(args.ranks, args.baseline, args.rounds)
     else:
-        main(args.ranks)
+        if not args.reconcile_only:
+            main(args.ranks)
         reconcile_bench(args.ranks)

@@ -135,3 +135,9 @@ def test_a_job_repeated_on_a_gpu_is_named_once() -> None:
 def test_another_node_is_not_read() -> None:
     mem = memory(g0=(svc("team-a/old", MINE),))
     assert slow_elsewhere(mem, "n2", ("g0",), ME, MINE) == Elsewhere()
+
+
+def test_an_unknown_or_healthy_gpu_does_not_end_the_search_and_no_probe_by_default() -> None:
+    mem = memory(g1=(svc("team-a/old", MINE, slow=False),), g2=(svc("team-b/x", NS_B),))
+    got = slow_elsewhere(mem, "n1", ("unknown", "g1", "g2"), ME, MINE)
+    assert got == Elsewhere(trusted={}, untrusted={"g2": ["team-b/x"]})

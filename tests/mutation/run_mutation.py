@@ -135,8 +135,11 @@ def _build_tree(
 
 def _mutmut(work: Path, *args: str, capture: bool = False) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    # Only the mutated copies under work/mutants may be importable by these names.
-    env.pop("PYTHONPATH", None)
+    # Only the mutated copies under work/mutants may be importable by these names: no
+    # PYTHONPATH entry into the repository (one elsewhere may hold the tools).
+    kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    kept = [p for p in kept if not Path(p).resolve().is_relative_to(ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join(kept)
     return subprocess.run(
         [sys.executable, "-m", "mutmut", *args],
         cwd=work,

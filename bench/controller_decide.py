@@ -62,6 +62,7 @@ from pacekeeper.controller.core.ids import JobKey, NodeName
 from pacekeeper.controller.core.observations import ClusterView, JobView, NodeView, Window
 from pacekeeper.controller.core.policy import PolicyDocument, parse_policy_document
 from pacekeeper.controller.core.state import State
+from pacekeeper.detector.compaction import compact
 from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -166,7 +167,7 @@ def cases(ranks: int) -> list[dict[str, Any]]:
     healthy = [make_report(ranks, s, {}, rng) for s in range(1, 6)]
     slow = [make_report(ranks, s, slow_one, rng) for s in range(1, 6)]
     structural = make_report(ranks, 4, fleet, rng)
-    compact = slow[3].compact()
+    bounded = compact(slow[3])
 
     def job(reports: list[ScoreReport]) -> JobView:
         return JobView(JobKey("ml/llm"), tuple(reports), namespace="ml", name="llm", started_at=T0)
@@ -188,7 +189,7 @@ def cases(ranks: int) -> list[dict[str, Any]]:
             ("healthy", Window((job(healthy),), cluster), warm_healthy, 1),
             ("slow rank: taint", Window((job(slow[:4]),), cluster), warm_slow, 1),
             ("fleet pattern", Window((job([structural]),), cluster), State(), 1),
-            ("k8s bounded form", Window((job([compact]),), cluster), State(), 1),
+            ("k8s bounded form", Window((job([bounded]),), cluster), State(), 1),
             ("recheck, no new data", Window((job(slow[:4]),), cluster), State(), 0),
             ("4 reports at once", Window((job(slow[:4]),), cluster), State(), 4),
         ]

@@ -25,6 +25,7 @@ import bisect
 import math
 
 from .score_report import (
+    K8S_STATUS_MAX_BYTES,
     NODE_SKETCH_EDGES,
     NodeSketch,
     NodeSummary,
@@ -72,7 +73,7 @@ def sketch(nodes: list[NodeSummary]) -> NodeSketch:
     )
 
 
-def compact(report: ScoreReport, max_bytes: int) -> ScoreReport:
+def compact(report: ScoreReport, max_bytes: int = K8S_STATUS_MAX_BYTES) -> ScoreReport:
     """``report`` within ``max_bytes`` of JSON (itself when it fits)."""
     if len(report.ranks) * _MIN_RANK_JSON <= max_bytes and len(report.to_json()) <= max_bytes:
         return report

@@ -459,14 +459,6 @@ class ScoreReport(_Model):
         except ValidationError as e:
             raise ReportRejected(_describe(e)) from e
 
-    def compact(self, max_bytes: int = K8S_STATUS_MAX_BYTES) -> ScoreReport:
-        """Bounded form for Kubernetes status (``compaction.compact``): the summary, the
-        worst nodes in full and the rest counted, then as many of the worst ranks (with
-        their sections) as fit under ``max_bytes``, at any rank count."""
-        from .compaction import compact
-
-        return compact(self, max_bytes)
-
 
 class ReportRejected(ValueError):
     """A report that failed validation at the boundary; the message names the field."""

@@ -1,7 +1,7 @@
 """What the reporter writes into ``StragglerReport.status``, as pure functions.
 
 Layout (the CRD in charts/pacekeeper/crds/ describes it; the controller reads it):
-``status.report`` is ``ScoreReport.compact()``'s wire form; the other fields are small
+``status.report`` is ``compaction.compact()``'s wire form; the other fields are small
 summaries for ``kubectl get`` printer columns and quick filters. The reporter owns only
 these keys; the controller keeps its own state under ``status.controller``, which a merge
 patch of ours never touches.
@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..compaction import compact
 from ..score_report import K8S_STATUS_MAX_BYTES, ScoreReport
 
 GROUP = "pacekeeper.dev"
@@ -57,7 +58,7 @@ def build_status(
         (w, r.rank) for r in report.ranks if (w := r.worst_score()) is not None and w < threshold
     )
     status: dict[str, Any] = {
-        "report": report.compact(max_bytes - _STATUS_HEADROOM_BYTES).to_wire(),
+        "report": compact(report, max_bytes - _STATUS_HEADROOM_BYTES).to_wire(),
         "worstScore": summary_score(report.summary.min_score, threshold),
         "worstRank": report.summary.worst_rank,
         "stragglers": len(below),

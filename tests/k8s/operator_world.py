@@ -162,8 +162,11 @@ def controller_status(server: RunningServer) -> dict[str, Any]:
     return dict((obj.get("status") or {}).get("controller") or {})
 
 
-def controller_state(server: RunningServer, job: str = JOB) -> dict[str, Any]:
-    """The job's state as the controller keeps it, in its own namespace."""
+def controller_state(
+    server: RunningServer, job: str = JOB, namespace: str = CONTROLLER_NS
+) -> dict[str, Any]:
+    """The job's state as the controller keeps it, in its state namespace (its own
+    unless told otherwise, as the chart does)."""
     name = job_state_name(JobKey(f"{NAMESPACE}/{job}"))
-    cm = server.read("v1", "ConfigMap", name, namespace=CONTROLLER_NS)
+    cm = server.read("v1", "ConfigMap", name, namespace=namespace)
     return dict(json.loads((cm.get("data") or {}).get(STATE_KEY) or "{}"))

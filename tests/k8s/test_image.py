@@ -229,7 +229,9 @@ def test_the_images_entrypoint_leads_and_reconciles_a_slow_rank(
             if d["verdict"] == "act"
         ]
         assert acted[:2] == [("notify", "BelowThreshold"), ("taintNode", "BelowThreshold")]
-        assert controller_state(k8s_server), "the job's state, in the controller's namespace"
+        state_ns = env["PACEKEEPER_STATE_NAMESPACE"]  # the chart's (issue 40)
+        assert state_ns != CONTROLLER_NS
+        assert controller_state(k8s_server, namespace=state_ns), "the job's state, in its namespace"
         events = k8s_server.list("v1", "Event", "default")
         assert any(e.get("action") == "notify" for e in events)
         assert "pacekeeper_leader 1.0" in eventually(lambda: metrics(port), timeout_s=30)

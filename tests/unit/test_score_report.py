@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pacekeeper.detector.compaction import compact
 from pacekeeper.detector.score_report import (
     K8S_STATUS_MAX_BYTES,
     SCHEMA_VERSION,
@@ -136,7 +137,7 @@ def test_16k_rank_status_form_fits_256_kib_and_keeps_the_worst_ranks() -> None:
         scores[r] = 0.3
     full = _report(scores)
     assert len(full.to_json()) > K8S_STATUS_MAX_BYTES
-    small = full.compact()
+    small = compact(full)
     size = len(small.to_json())
     assert size <= K8S_STATUS_MAX_BYTES, size
     assert small.truncated
@@ -152,7 +153,7 @@ def test_16k_rank_status_form_fits_256_kib_and_keeps_the_worst_ranks() -> None:
 
 def test_small_report_is_not_truncated() -> None:
     rep = _report([1.0, 0.5])
-    assert rep.compact() is rep
+    assert compact(rep) is rep
     assert not rep.truncated
 
 

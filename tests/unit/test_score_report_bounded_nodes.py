@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pacekeeper.detector.compaction import compaction_key
+from pacekeeper.detector.compaction import compact, compaction_key
 from pacekeeper.detector.score_report import (
     NODE_SKETCH_EDGES,
     SCHEMA_VERSION,
@@ -43,7 +43,7 @@ def test_a_bounded_form_of_many_nodes_lists_the_worst_and_counts_the_rest() -> N
     world = 4096  # 512 nodes: their entries alone would crowd the ranks out of 40 kB
     slow = {3: 0.2, 2000: 0.4, 4095: 0.5}
     full = _report(world, slow)
-    small = full.compact(BOUND)
+    small = compact(full, BOUND)
     assert len(small.to_json()) <= BOUND
     omitted = small.summary.omitted_nodes
     assert omitted is not None and small.truncated
@@ -66,14 +66,14 @@ def test_a_bounded_form_of_many_nodes_lists_the_worst_and_counts_the_rest() -> N
 def test_the_bounded_form_stays_within_its_bound_whatever_the_node_count() -> None:
     sizes = []
     for world in (1024, 4096, 16_384):
-        small = _report(world, {5: 0.3}).compact(BOUND)
+        small = compact(_report(world, {5: 0.3}), BOUND)
         sizes.append(len(small.to_json()))
         assert 5 in {r.rank for r in small.ranks}
     assert max(sizes) <= BOUND
 
 
 def _bounded_wire() -> dict[str, Any]:
-    wire = _report(4096, {3: 0.2}).compact(BOUND).to_wire()
+    wire = compact(_report(4096, {3: 0.2}), BOUND).to_wire()
     assert "omittedNodes" in wire["summary"]
     return wire
 

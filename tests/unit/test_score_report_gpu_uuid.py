@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from pacekeeper.detector.compaction import compact
 from pacekeeper.detector.score_report import (
     K8S_STATUS_MAX_BYTES,
     MAX_GPU_UUID,
@@ -75,7 +76,7 @@ def test_the_bounded_form_of_a_large_job_keeps_the_worst_ranks_gpus() -> None:
         for r in range(world)
     ]
     full = ScoreReport.build(job=JOB, sequence=1, generated_at=NOW, window_s=60.0, ranks=ranks)
-    small = full.compact()
+    small = compact(full)
     assert len(small.to_json()) <= K8S_STATUS_MAX_BYTES and small.truncated
     worst = next(r for r in small.ranks if r.rank == 4321)
     assert worst.gpu_uuid == f"GPU-{4321:08x}-3a4d-4e8a-9f01-23456789abcd"

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from pacekeeper.detector.compaction import compact
 from pacekeeper.detector.score_report import (
     K8S_STATUS_MAX_BYTES,
     MAX_PEER_SUMMARIES,
@@ -105,7 +106,7 @@ def test_16k_ranks_with_coordinates_fit_the_status_bound_and_keep_peer_spreads()
         score = 0.3 if r in (5, 9000) else 0.95 + 0.05 * ((r * 7919) % 100) / 100
         ranks.append(_rank(r, score, coords=coords, wait_share=0.1))
     full = ScoreReport.build(job=JOB, sequence=1, generated_at=NOW, window_s=60.0, ranks=ranks)
-    small = full.compact()
+    small = compact(full)
     assert len(small.to_json()) <= K8S_STATUS_MAX_BYTES
     assert small.truncated and {5, 9000} <= {r.rank for r in small.ranks}
     assert small.summary == full.summary  # summary, peer spreads included, kept in full

@@ -14,6 +14,7 @@ from pacekeeper.controller.core.attribution import digest
 from pacekeeper.controller.core.decisions import Decision, Reason, Verdict
 from pacekeeper.controller.core.policy import ActionKind
 from pacekeeper.controller.sources.kubernetes import job_view_of, opt_in_of, report_of
+from pacekeeper.detector.compaction import compact
 from pacekeeper.detector.score_report import ScoreReport
 
 WORLD = 4096  # 512 nodes of 8: their entries alone would crowd 40 kB
@@ -23,7 +24,7 @@ LATE = 4000  # a rank on node-500, which a healthy report's list leaves out
 
 def _bounded(loop: Loop, slow: dict[int, float]) -> ScoreReport:
     full = report(scores(WORLD, slow), seq=loop.seq, at=loop.now)
-    small = full.compact(max_bytes=BOUND)
+    small = compact(full, max_bytes=BOUND)
     assert small.summary.omitted_nodes is not None
     return small
 

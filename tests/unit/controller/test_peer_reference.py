@@ -16,6 +16,7 @@ from pacekeeper.controller.core import peer_stats, peers
 from pacekeeper.controller.core.attribution import digest, score_getter
 from pacekeeper.controller.core.decisions import Reason
 from pacekeeper.controller.core.policy import ActionKind, parse_policy_document
+from pacekeeper.detector.compaction import compact
 from pacekeeper.detector.score_report import peer_key
 
 GPU = {"score": {"kind": "gpuRelative"}, "thresholds": {"act": 0.8, "recover": 0.9}}
@@ -149,7 +150,7 @@ def test_the_vectorised_reference_matches_a_plain_loop(data) -> None:  # type: i
 def test_a_bounded_report_judges_its_listed_ranks_against_all_their_peers() -> None:
     fleet = _healthy_fleet(4000, seed=2) | {10: 0.3}
     full = topo_report(fleet, seq=1, at=T0)
-    small = full.compact(max_bytes=60_000)
+    small = compact(full, max_bytes=60_000)
     assert small.truncated and len(small.ranks) < 1000
     whole = dict(zip([r.rank for r in full.ranks], _judge(full).scores(), strict=True))
     listed = dict(zip([r.rank for r in small.ranks], _judge(small).scores(), strict=True))

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from pacekeeper.detector.compaction import compact
 from pacekeeper.detector.reports import RankInfo, Report, to_score_report
 from pacekeeper.detector.score_report import (
     SCHEMA_VERSION,
@@ -131,6 +132,6 @@ def test_compaction_keeps_a_rank_slow_only_in_its_tail() -> None:
     ]
     ranks[137] = ranks[137].model_copy(update={"section_tail": {"fb": 0.7}})
     report = ScoreReport.build(job=JOB, sequence=1, generated_at=NOW, window_s=60.0, ranks=ranks)
-    small = report.compact(max_bytes=len(report.to_json()) // 4)
+    small = compact(report, max_bytes=len(report.to_json()) // 4)
     assert small.truncated
     assert 137 in {r.rank for r in small.ranks}

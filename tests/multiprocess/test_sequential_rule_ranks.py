@@ -6,8 +6,9 @@ before its work), and healthy ranks given 9% more work for eight reports at a ti
 under docs/policies/enforce-recommended.yaml, its sequential rule on: the culprit is
 restarted, and no disruptive step (restartRank, taint, drain, cordon) ever names
 another rank or node. A healthy world of the same length gets none. Without the rule
-(``safety.falseDisruptionsPerGpuDay: null``) the line and the ladder alone restart a
-skewed healthy rank in every one of these worlds.
+(``safety.falseDisruptionsPerGpuDay: null``, and no budget, so the culprit's own steps
+never hold a healthy rank's back) the line and the ladder alone restart a skewed healthy
+rank in every one of these worlds.
 
 Two settings of the file change, neither a time: CPU ranks time no kernels, so the
 file's GPU score has nothing to judge (every rank's score is NaN: the rule has no peers
@@ -61,9 +62,18 @@ def _policy(section: str, gated: bool = True) -> PolicyDocument:
     score = p.score.model_copy(update={"kind": ScoreKind.SECTION_RELATIVE, "section": section})
     persistence = p.persistence.model_copy(update={"min_samples": STEPS_PER_REPORT})
     update = {"score": score, "persistence": persistence}
+    cluster = doc.cluster
     if not gated:
+        # The line judged alone: no rule, and no budget either, so the culprit's own
+        # restart (or node step) never spends the gap that a healthy rank's would need
+        # (which rank wins that race is the 2-core machine's timing, not the line's).
         update["safety"] = p.safety.model_copy(update={"false_disruptions_per_gpu_day": None})
-    return doc.model_copy(update={"policies": {**doc.policies, name: p.model_copy(update=update)}})
+        update["budgets"] = p.budgets.model_copy(
+            update={"actions_per_hour": None, "between_actions_s": 0.0}
+        )
+        cluster = cluster.model_copy(update={"actions_per_hour": None})
+    policies = {**doc.policies, name: p.model_copy(update=update)}
+    return doc.model_copy(update={"policies": policies, "cluster": cluster})
 
 
 def _world(out: Path, where: str, loss: float) -> list[ScoreReport]:

@@ -10,20 +10,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from score_report_builders import LLAMA_JOB as JOB
 
 from pacekeeper.detector.compaction import compact
 from pacekeeper.detector.score_report import (
     K8S_STATUS_MAX_BYTES,
     SCHEMA_VERSION,
-    JobIdentity,
-    Platform,
     RankScores,
     ReportRejected,
     ScoreReport,
 )
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-JOB = JobIdentity(platform=Platform.KUBERNETES, namespace="ml", name="llama")
 
 
 def _rank(rank: int, score: float, node: str | None = None) -> RankScores:

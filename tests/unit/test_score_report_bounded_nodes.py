@@ -8,20 +8,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from score_report_builders import LLAMA_JOB, build
 
 from pacekeeper.detector.compaction import compact, compaction_key
 from pacekeeper.detector.score_report import (
     NODE_SKETCH_EDGES,
     SCHEMA_VERSION,
-    JobIdentity,
-    Platform,
     RankScores,
     ReportRejected,
     ScoreReport,
 )
 
 NOW = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
-JOB = JobIdentity(platform=Platform.KUBERNETES, namespace="ml", name="llama")
 BOUND = 40_000
 
 
@@ -36,7 +34,7 @@ def _report(world: int, slow: dict[int, float], per_node: int = 8) -> ScoreRepor
         )
         for r in range(world)
     ]
-    return ScoreReport.build(job=JOB, sequence=3, generated_at=NOW, window_s=60.0, ranks=ranks)
+    return build(ranks, job=LLAMA_JOB, generated_at=NOW, sequence=3)
 
 
 def test_a_bounded_form_of_many_nodes_lists_the_worst_and_counts_the_rest() -> None:

@@ -4,34 +4,25 @@ GPUs under the Kubernetes limit."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
+from score_report_builders import build, old_wire
 
 from pacekeeper.detector.compaction import compact
 from pacekeeper.detector.score_report import (
     K8S_STATUS_MAX_BYTES,
     MAX_GPU_UUID,
     SCHEMA_VERSION,
-    JobIdentity,
-    Platform,
     RankScores,
     ReportRejected,
     ScoreReport,
 )
 
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-JOB = JobIdentity(platform=Platform.KUBERNETES, namespace="ml", name="llm")
 UUID = "GPU-5c2b1f9e-3a4d-4e8a-9f01-23456789abcd"
-V2_WIRE = {
-    "schemaVersion": 2,
-    "job": {"platform": "kubernetes", "namespace": "ml", "name": "llm"},
-    "sequence": 3,
-    "generatedAt": "2026-12-01T12:00:00+00:00",
-    "windowS": 60.0,
-    "ranks": [{"rank": 0, "node": "n0", "gpuRelative": 1.0, "coords": {"dp": 0}}],
-    "summary": {"worldSize": 1, "reportedRanks": 1},
-}
+V2_WIRE = old_wire(
+    2,
+    ranks=[{"rank": 0, "node": "n0", "gpuRelative": 1.0, "coords": {"dp": 0}}],
+    summary={"worldSize": 1, "reportedRanks": 1},
+)
 
 
 def test_a_version_2_report_still_reads_and_names_no_gpu() -> None:
@@ -43,7 +34,7 @@ def test_a_version_2_report_still_reads_and_names_no_gpu() -> None:
 
 def test_the_gpu_uuid_travels_in_camel_case_and_reads_back() -> None:
     ranks = [RankScores(rank=0, node="n0", gpu_relative=1.0, gpu_uuid=UUID)]
-    report = ScoreReport.build(job=JOB, sequence=1, generated_at=NOW, window_s=60.0, ranks=ranks)
+    report = build(ranks)
     wire = report.to_wire()
     assert wire["schemaVersion"] == SCHEMA_VERSION >= 3
     assert wire["ranks"][0]["gpuUuid"] == UUID
@@ -56,7 +47,7 @@ def test_the_gpu_uuid_travels_in_camel_case_and_reads_back() -> None:
 )
 def test_a_bad_gpu_uuid_is_refused_naming_the_field(bad: object) -> None:
     wire = {**V2_WIRE, "schemaVersion": 3}
-    wire["ranks"] = [{**V2_WIRE["ranks"][0], "gpuUuid": bad}]  # type: ignore[index]
+    wire["ranks"] = [{**V2_WIRE["ranks"][0], "gpuUuid": bad}]
     with pytest.raises(ReportRejected, match=r"ranks\.0\.gpuUuid"):
         ScoreReport.from_wire(wire)
 
@@ -75,7 +66,7 @@ def test_the_bounded_form_of_a_large_job_keeps_the_worst_ranks_gpus() -> None:
         )
         for r in range(world)
     ]
-    full = ScoreReport.build(job=JOB, sequence=1, generated_at=NOW, window_s=60.0, ranks=ranks)
+    full = build(ranks)
     small = compact(full)
     assert len(small.to_json()) <= K8S_STATUS_MAX_BYTES and small.truncated
     worst = next(r for r in small.ranks if r.rank == 4321)

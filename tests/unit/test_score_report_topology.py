@@ -3,39 +3,29 @@ version 1 reports still read, and the bounded form stays under the Kubernetes li
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
+from score_report_builders import build, old_wire
 
 from pacekeeper.detector.compaction import compact
 from pacekeeper.detector.score_report import (
     K8S_STATUS_MAX_BYTES,
     MAX_PEER_SUMMARIES,
     SCHEMA_VERSION,
-    JobIdentity,
-    Platform,
     RankScores,
     ReportRejected,
     ScoreReport,
     peer_key,
 )
 
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-JOB = JobIdentity(platform=Platform.KUBERNETES, namespace="ml", name="llm")
-
-V1_WIRE = {
-    "schemaVersion": 1,
-    "job": {"platform": "kubernetes", "namespace": "ml", "name": "llm"},
-    "sequence": 3,
-    "generatedAt": "2026-12-01T12:00:00+00:00",
-    "windowS": 60.0,
-    "kernelTiming": {"backend": "cupti", "reason": "", "droppedRecords": 0},
-    "ranks": [
+V1_WIRE = old_wire(
+    1,
+    kernelTiming={"backend": "cupti", "reason": "", "droppedRecords": 0},
+    ranks=[
         {"rank": 0, "node": "n0", "gpuRelative": 1.0, "sectionRelative": {"fwd": 0.9}},
         {"rank": 1, "node": "n0", "gpuRelative": 0.5},
     ],
-    "summary": {"worldSize": 2, "reportedRanks": 2, "minScore": 0.5, "worstRank": 1},
-}
+    summary={"worldSize": 2, "reportedRanks": 2, "minScore": 0.5, "worstRank": 1},
+)
 
 
 def _rank(rank: int, score: float, **kw: object) -> RankScores:
@@ -65,7 +55,7 @@ def test_group_coords_and_wait_share_round_trip_in_camel_case() -> None:
         _rank(0, 1.0, coords={"dp": 0, "pp": 1, "tp": 0}, wait_share=0.25),
         _rank(1, 0.8, group="stage-1", wait_share=0.0),
     ]
-    report = ScoreReport.build(job=JOB, sequence=1, generated_at=NOW, window_s=60.0, ranks=ranks)
+    report = build(ranks)
     wire = report.to_wire()
     assert wire["schemaVersion"] == SCHEMA_VERSION
     assert wire["ranks"][0]["coords"] == {"dp": 0, "pp": 1, "tp": 0}
@@ -93,7 +83,7 @@ def test_bad_topology_fields_are_refused_naming_the_field(
     field: str, value: object, where: str
 ) -> None:
     wire = {**V1_WIRE, "schemaVersion": 2}
-    wire["ranks"] = [{**V1_WIRE["ranks"][0], field: value}]  # type: ignore[index]
+    wire["ranks"] = [{**V1_WIRE["ranks"][0], field: value}]
     with pytest.raises(ReportRejected, match=where.replace(".", r"\.")):
         ScoreReport.from_wire(wire)
 
@@ -105,7 +95,7 @@ def test_16k_ranks_with_coordinates_fit_the_status_bound_and_keep_peer_spreads()
         coords = {"tp": r % 8, "dp": (r // 8) % 128, "pp": r // 1024}  # 16 stages
         score = 0.3 if r in (5, 9000) else 0.95 + 0.05 * ((r * 7919) % 100) / 100
         ranks.append(_rank(r, score, coords=coords, wait_share=0.1))
-    full = ScoreReport.build(job=JOB, sequence=1, generated_at=NOW, window_s=60.0, ranks=ranks)
+    full = build(ranks)
     small = compact(full)
     assert len(small.to_json()) <= K8S_STATUS_MAX_BYTES
     assert small.truncated and {5, 9000} <= {r.rank for r in small.ranks}
@@ -118,5 +108,5 @@ def test_16k_ranks_with_coordinates_fit_the_status_bound_and_keep_peer_spreads()
 
 def test_peer_summaries_are_bounded_to_the_largest_groups() -> None:
     ranks = [_rank(r, 1.0, group=f"g{r % 100}") for r in range(400)]
-    report = ScoreReport.build(job=JOB, sequence=1, generated_at=NOW, window_s=60.0, ranks=ranks)
+    report = build(ranks)
     assert len(report.summary.peers) == MAX_PEER_SUMMARIES

@@ -113,7 +113,9 @@ def _build_tree(
     (work / "pacekeeper").mkdir(parents=True)
     for folder in FOLDERS:
         (work / "pacekeeper" / folder).symlink_to(ROOT / folder)
-    for name in ("tests", "examples"):
+    # docs/ goes along because controller tests read docs/policy.md, docs/status.md and
+    # docs/policies/*.yaml beside their own folder (Path(__file__).parents[3]).
+    for name in ("tests", "examples", "docs"):
         (work / name).symlink_to(ROOT / name)
     mutmut = {
         # All three folders are copied, so every `pacekeeper.*` import resolves inside
@@ -121,7 +123,7 @@ def _build_tree(
         # picks the modules that get mutants.
         "source_paths": [f"pacekeeper/{f}" for f in FOLDERS],
         "only_mutate": [f"pacekeeper/{m}" for m in modules],
-        "also_copy": ["examples"],
+        "also_copy": ["examples", "docs"],
         "pytest_add_cli_args_test_selection": tests,
         "use_git_change_detection": False,
         "mutate_only_covered_lines": False,

@@ -35,33 +35,79 @@ least valuable entry (no slow history, longest unseen; never a node carrying our
 never a GPU with a slow history), or is not remembered. Aged: a GPU's window counts
 halve every ``halfLifeS``; records and GPUs unseen for ``maxAgeS`` are forgotten.
 
-Pure, like the rest of the core: time is passed in. Serialisable: camelCase JSON with
-epoch seconds, every field defaulted, no ``null`` inside arrays.
+Pure, like the rest of the core: time is passed in. The records themselves and their
+stored form are ``hardware_records``'s (re-exported here, where callers import them).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import statistics
 import zlib
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, NamedTuple
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
-from pydantic import ConfigDict, PlainSerializer, TypeAdapter, ValidationError
-from pydantic.alias_generators import to_camel
 
+from pacekeeper.controller.core.hardware_records import (
+    MAX_NODES_PER_SHARD,
+    MEMORY_VERSION,
+    MIN_SLOW_WINDOWS,
+    SHARDS,
+    GpuMemory,
+    HardwareMemory,
+    HardwareMemoryError,
+    NodeMemory,
+    Observation,
+    Service,
+    from_shards,
+    shard_of,
+    stored_factor,
+    stored_ratio,
+    to_shards,
+)
 from pacekeeper.controller.core.ids import NodeName
 from pacekeeper.controller.core.peers import GpuCalibration
 from pacekeeper.controller.core.policy import HardwareMemorySettings, HardwareUse
 from pacekeeper.controller.core.rank_columns import any_true
 from pacekeeper.detector.score_report import ScoreReport
 
-MEMORY_VERSION = 1
+# What callers import from here: the records and their stored form live in
+# ``hardware_records`` (split off to keep modules small), and stay importable here.
+__all__ = [
+    "MAX_AGREED",
+    "MAX_GPUS_PER_NODE",
+    "MAX_HEALTHY_PER_WINDOW",
+    "MAX_JOB_CHARS",
+    "MAX_NODES_PER_SHARD",
+    "MAX_RECENT",
+    "MAX_SERVICES_PER_GPU",
+    "MEMORY_VERSION",
+    "MIN_SLOW_WINDOWS",
+    "NAMESPACE_CHARS",
+    "SHARDS",
+    "SWEEP_EVERY",
+    "GpuMemory",
+    "HardwareMemory",
+    "HardwareMemoryError",
+    "NodeMemory",
+    "Observation",
+    "Service",
+    "aged",
+    "calibration",
+    "decay",
+    "factor_for",
+    "from_shards",
+    "job_label",
+    "observe",
+    "shard_of",
+    "to_shards",
+    "unrecovered",
+]
+
 MAX_GPUS_PER_NODE = 16
 """More GPUs than any node has (8 is common, 16 the largest boards): a job naming more
 on one node is lying, and cannot push real ones out beyond this."""
@@ -69,9 +115,6 @@ MAX_SERVICES_PER_GPU = 4
 MAX_RECENT = 8
 """Recent windows per GPU: what recovery reads (``recovery.consecutiveReports`` beyond
 this count as this)."""
-SHARDS = 128
-MAX_NODES_PER_SHARD = 44
-MAX_NODES = SHARDS * MAX_NODES_PER_SHARD
 MAX_HEALTHY_PER_WINDOW = 1024
 """Healthy GPUs one window updates at most (the rest in later windows, in turn); flagged
 and slow ones are always recorded."""
@@ -82,133 +125,7 @@ MAX_AGREED = 3
 NAMESPACE_CHARS = 2
 """A tenant tag starts with this much of its namespace's hash: tags that differ there
 are of different namespaces (independent); a collision only makes two look the same."""
-MIN_SLOW_WINDOWS = 2
-"""A job's record on a GPU is slow with at least this many slow windows, and at least
-half of its windows slow."""
 SWEEP_EVERY = timedelta(hours=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _epoch(value: datetime) -> int:
-    return int(value.timestamp())
-
-
-def _ratio(value: float) -> float:
-    return round(value, 4)
-
-
-def _fine(value: float) -> float:
-    # A factor moves by as little as ~1e-4 per window (maxDriftPerHour): kept finer.
-    return round(value, 7)
-
-
-Epoch = Annotated[datetime, PlainSerializer(_epoch, return_type=int)]
-Ratio = Annotated[float, PlainSerializer(_ratio, return_type=float)]
-Fine = Annotated[float, PlainSerializer(_fine, return_type=float)]
-_WIRE = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Service:
-    """One job's incarnation on one GPU."""
-
-    __pydantic_config__ = _WIRE
-
-    job: str
-    since: Epoch
-    """The incarnation's start (the job's start, or our last restart or drain of it)."""
-    last: Epoch
-    windows: int = 0
-    slow_windows: int = 0
-    mean: Ratio = 1.0
-    """Mean calibrated ratio over its windows."""
-    tenant: str = ""
-    """The job's tenant tag (``hardware_trust.tenant_tag``); "": stored before tenants
-    were kept, trusted by nobody."""
-
-    @property
-    def slow(self) -> bool:
-        return self.slow_windows >= MIN_SLOW_WINDOWS and 2 * self.slow_windows >= self.windows
-
-
-@dataclass(frozen=True, slots=True)
-class GpuMemory:
-    __pydantic_config__ = _WIRE
-
-    first: Epoch
-    last: Epoch
-    factor: Fine = 1.0
-    learned: int = 0
-    """Healthy windows the factor was learned from; 0: no factor yet."""
-    bootstrap: tuple[Ratio, ...] = ()
-    """Healthy ratios collected towards the first factor."""
-    recent: tuple[tuple[Epoch, Ratio], ...] = ()
-    """The newest windows, (time, raw ratio), newest last."""
-    weight: Ratio = 0.0
-    """Windows seen, each counting half after ``halfLifeS`` (as of ``last``)."""
-    slow_weight: Ratio = 0.0
-    services: tuple[Service, ...] = ()
-    teacher: str = ""
-    """The tenant whose windows learned ``factor`` (and alone move it)."""
-    agreed: tuple[str, ...] = ()
-    """Other tenants, of another namespace than the teacher, whose own healthy window
-    found the GPU within the track band of ``factor``: independent agreement."""
-
-    @property
-    def known(self) -> bool:
-        return self.learned > 0
-
-    def speed(self) -> float:
-        """The factor judged scores are divided by: 1.0 until one is learned."""
-        return self.factor if self.learned > 0 else 1.0
-
-    def slow_history(self) -> bool:
-        return any(s.slow for s in self.services)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeMemory:
-    __pydantic_config__ = _WIRE
-
-    gpus: Mapping[str, GpuMemory] = field(default_factory=dict)
-
-    def last(self) -> datetime:
-        return max((g.last for g in self.gpus.values()), default=_EPOCH)
-
-    def slow_history(self) -> bool:
-        return any(g.slow_history() for g in self.gpus.values())
-
-
-@dataclass(frozen=True, slots=True)
-class HardwareMemory:
-    __pydantic_config__ = _WIRE
-
-    nodes: Mapping[NodeName, NodeMemory] = field(default_factory=dict)
-    swept_at: Epoch | None = None
-    """Last full ageing pass (not stored by the Kubernetes shell: cheap to redo)."""
-
-    def gpu(self, node: str, uuid: str) -> GpuMemory | None:
-        nm = self.nodes.get(NodeName(node))
-        return None if nm is None else nm.gpus.get(uuid)
-
-
-class HardwareMemoryError(ValueError):
-    """A stored memory that cannot be read back; the message names the field."""
-
-
-class Observation(NamedTuple):
-    """One GPU in one report window (a tuple: a report makes one per listed rank)."""
-
-    node: NodeName
-    """Where the API places the rank (never the report's word alone)."""
-    uuid: str
-    """The GPU the job says the rank ran on."""
-    ratio: float
-    """GPU relative score over the peers' median, uncapped, uncalibrated."""
-    flagged: bool
-    """Judged slow by the job's policy, or on a node the job's ladder is on."""
-
-
 # --- learning ----------------------------------------------------------------------------
 
 
@@ -315,7 +232,7 @@ def _learn(  # noqa: PLR0917 (one GPU, one window)
     if healthy and near and known and _independent(tenant, g.teacher) and tenant not in agreed:
         # Another namespace saw the same speed on its own: the factor is the GPU's.
         agreed = (*agreed, tenant)[-MAX_AGREED:]
-    ratio = _ratio(o.ratio)
+    ratio = stored_ratio(o.ratio)
     if learnable and not known:
         bootstrap = (*bootstrap, ratio)
         if len(bootstrap) >= cal.windows_to_learn:
@@ -330,12 +247,12 @@ def _learn(  # noqa: PLR0917 (one GPU, one window)
     return GpuMemory(
         first=g.first,
         last=max(g.last, at),
-        factor=_fine(factor),
+        factor=stored_factor(factor),
         learned=learned,
         bootstrap=bootstrap,
         recent=(*recent, (at, ratio)),
-        weight=_ratio(g.weight * keep + 1.0),
-        slow_weight=_ratio(g.slow_weight * keep + (1.0 if slow else 0.0)),
+        weight=stored_ratio(g.weight * keep + 1.0),
+        slow_weight=stored_ratio(g.slow_weight * keep + (1.0 if slow else 0.0)),
         services=_served(g.services, (job, tenant), since, at, slow, calibrated),
         teacher=g.teacher,
         agreed=agreed,
@@ -388,10 +305,10 @@ def _served(  # noqa: PLR0917 (a record and the window it takes)
         s = services[i]
         if s.job == job and s.since == since:
             n = s.windows + 1
-            mean = _ratio(s.mean + (calibrated - s.mean) / n)
+            mean = stored_ratio(s.mean + (calibrated - s.mean) / n)
             updated = Service(job, since, at, n, s.slow_windows + slow, mean, tenant)
             return (*services[:i], updated, *services[i + 1 :])
-    out = [*services, Service(job, since, at, 1, int(slow), _ratio(calibrated), tenant)]
+    out = [*services, Service(job, since, at, 1, int(slow), stored_ratio(calibrated), tenant)]
     while len(out) > MAX_SERVICES_PER_GPU:
         # The oldest healthy record goes first: slow ones are the evidence.
         healthy = [s for s in out if not s.slow]
@@ -546,53 +463,3 @@ def unrecovered(
                 "factor": round(speed, 4),
             }
     return out
-
-
-# --- the stored form -----------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def shard_of(node: str) -> int:
-    """Which of the ``SHARDS`` stored parts holds ``node`` (stable across processes)."""
-    digest = hashlib.blake2b(node.encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big") % SHARDS
-
-
-def to_shards(
-    memory: HardwareMemory, only: Collection[int] | None = None
-) -> dict[int, dict[str, Any]]:
-    """The memory as ``SHARDS`` JSON-able documents (empty ones too), or only those in
-    ``only``."""
-    wanted = range(SHARDS) if only is None else sorted(only)
-    parts: dict[int, dict[NodeName, NodeMemory]] = {i: {} for i in wanted}
-    for name, nm in memory.nodes.items():
-        part = parts.get(shard_of(name))
-        if part is not None:
-            part[name] = nm
-    return {
-        i: {
-            "memoryVersion": MEMORY_VERSION,
-            "nodes": _NODES.dump_python(p, mode="json", by_alias=True),
-        }
-        for i, p in parts.items()
-    }
-
-
-def from_shards(docs: Iterable[Mapping[str, Any]]) -> HardwareMemory:
-    """Inverse of ``to_shards`` (any subset of the shards); raises
-    ``HardwareMemoryError`` naming the field of a bad document."""
-    nodes: dict[NodeName, NodeMemory] = {}
-    for doc in docs:
-        version = doc.get("memoryVersion", MEMORY_VERSION)
-        if version != MEMORY_VERSION:
-            raise HardwareMemoryError(f"memoryVersion {version!r} is not {MEMORY_VERSION}")
-        try:
-            nodes.update(_NODES.validate_python(doc.get("nodes") or {}))
-        except ValidationError as e:
-            first = e.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise HardwareMemoryError(f"memory.nodes.{loc}: {first['msg']}") from e
-    return HardwareMemory(nodes=nodes)
-
-
-_NODES: TypeAdapter[dict[NodeName, NodeMemory]] = TypeAdapter(dict[NodeName, NodeMemory])

@@ -47,8 +47,9 @@ ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "docs" / "policies" / "enforce-recommended.yaml"
 WORLD = 8
 REPORTS = 40
-"""The culprit's test passes ~24 reports after its onset here (8 ranks: its own clipped
-deviation is an eighth of the variance term, docs/detection-quality.md)."""
+"""The culprit is restarted 21-27 reports after its onset here (8 ranks: its own clipped
+deviation is an eighth of the variance term, and must stay so while healthy ranks skew
+for eight reports: docs/decision-rule.md, "Few ranks")."""
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 CULPRIT_NODE = f"node{CULPRIT // 2}"
 CASES = [(where, loss) for where in sequential_ranks.PLACES for loss in (0.1, 0.3)]

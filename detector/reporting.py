@@ -1,13 +1,15 @@
-"""NVRx's ``straggler.reporting`` module path: ``Report``, ``StragglerId`` and the
-``ReportGenerator`` found on ``Detector.reporter``.
+"""NVRx's ``straggler.reporting`` module path: ``Report``, ``StragglerId`` and
+``ReportGenerator``.
 
 ``from nvidia_resiliency_ext.attribution.straggler.reporting import Report`` becomes
-``from pacekeeper.detector.reporting import Report``. ``ReportGenerator`` here is the
-view ``Detector.reporter`` is (``reporter_view``): its attributes are NVRx's, but it is
-not built from NVRx's constructor arguments (docs/detector.md, "Differences from NVRx").
+``from pacekeeper.detector.reporting import Report``. ``ReportGenerator`` is built as
+NVRx's is, ``ReportGenerator(scores_to_compute, gather_on_rank0=, pg=, node_name=)``,
+and scores hand-made summaries with pacekeeper's rules (``report_generator``);
+``Detector.reporter``, a view of the running detector (``reporter_view``), is an
+instance of it for ``isinstance``.
 """
 
-from .reporter_view import ReportGenerator
+from .report_generator import ReportGenerator
 from .reports import Report, StragglerId
 
 __all__ = ["Report", "ReportGenerator", "StragglerId"]

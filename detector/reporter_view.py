@@ -13,9 +13,9 @@ keeps its id for the run. Sections are numbered in the order the group reported 
 (every rank's, when rank 0 gathers) then this rank's own, kernels in the order this
 rank's reports held them; NVRx agrees ids across ranks with an all-gather, this view
 does not (the payload carries its own id table), so two ranks may number differently.
-NVRx's other internals (min-time tables, ``generate_report(section_summaries,
-kernel_summaries)``) have no counterpart: scoring is shaped differently here
-(``payload``, ``scoring``).
+A generator built from NVRx's constructor, with ``generate_report(section_summaries,
+kernel_summaries)``, is ``report_generator.ReportGenerator`` (this view is registered as
+an instance of it).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def generate(rank: int, world_size: int, out_dir: str) -> None:
     """Two windows per generator: rank 0's summaries at half their times on every rank
     (each rank's individual baseline), then each rank's own summaries above."""
     del world_size
-    result: dict[str, Any] = {}
+    result: dict[bool, Any] = {}
     for gather in (True, False):
         gen = reporting.ReportGenerator(KINDS, gather_on_rank0=gather, node_name=f"node{rank}")
         gen.generate_report(scaled(sections(0), 0.5), kernel_summaries=scaled(kernels(0), 0.5))

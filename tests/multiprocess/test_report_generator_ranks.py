@@ -20,6 +20,7 @@ from pacekeeper.detector import Report
 from pacekeeper.detector.local_world import spawn_world
 
 WORLD = 3
+Ranks = list[dict[bool, dict[str, Any]]]
 GPU_REL = {0: 1.0, 1: 14 / 24, 2: 14 / 18}
 GPU_IND = {0: 0.5, 1: 7 / 24, 2: 7 / 18}
 FWD_REL = {0: 1.0, 1: 1 / 2, 2: 1 / 3}
@@ -38,7 +39,7 @@ def _report(ranks: list[dict[bool, dict[str, Any]]], gather: bool, rank: int) ->
     return report
 
 
-def test_gathered_on_rank0_every_ranks_scores_by_value(ranks: list[dict]) -> None:
+def test_gathered_on_rank0_every_ranks_scores_by_value(ranks: Ranks) -> None:
     report = _report(ranks, True, 0)
     assert report is not None and report.rank is None and report.gather_on_rank0
     assert _report(ranks, True, 1) is None and _report(ranks, True, 2) is None
@@ -54,7 +55,7 @@ def test_gathered_on_rank0_every_ranks_scores_by_value(ranks: list[dict]) -> Non
     assert {s.rank for s in flagged} == {1}
 
 
-def test_without_gather_each_rank_scores_itself_against_the_group(ranks: list[dict]) -> None:
+def test_without_gather_each_rank_scores_itself_against_the_group(ranks: Ranks) -> None:
     for r in range(WORLD):
         report = _report(ranks, False, r)
         assert report is not None and report.rank == r
@@ -66,7 +67,7 @@ def test_without_gather_each_rank_scores_itself_against_the_group(ranks: list[di
 
 
 @pytest.mark.parametrize("gather", [True, False])
-def test_name_ids_are_the_same_on_every_rank(ranks: list[dict], gather: bool) -> None:
+def test_name_ids_are_the_same_on_every_rank(ranks: Ranks, gather: bool) -> None:
     tables = [(ranks[r][gather]["sections"], ranks[r][gather]["kernels"]) for r in range(WORLD)]
     assert all(t == tables[0] for t in tables)
     assert tables[0] == ({"fwd": 0, "only_rank0": 1}, {"A": 0, "B": 1})

@@ -311,7 +311,9 @@ def _take(
             reason, extra = off
             run.node_hold(ctx, node, step, reason, {**ev, **extra})
             return
-    job_nodes = len(d.nodes)
+    # A bounded report (schemaVersion 5) lists its worst nodes and only counts the rest
+    # (``summary.omittedNodes``): a budget in percent of the job's nodes counts them all.
+    job_nodes = d.job_nodes
     if step in DISRUPTIVE_ACTIONS:
         request = budgets.Request(
             step=step,

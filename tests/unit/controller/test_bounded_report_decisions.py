@@ -137,3 +137,14 @@ def test_the_operator_places_the_job_from_its_live_pods_never_the_report() -> No
     assert opt_in.nodes == {"node-000", "node-001"}
     view = job_view_of(_status(report(scores(16), seq=1, at=T0), 5), None, opt_in, None)
     assert view.placed_nodes == {"node-000", "node-001"}
+
+
+def test_a_budget_in_percent_counts_the_nodes_a_bounded_report_only_counts() -> None:
+    # 10% of the job's 512 nodes is 51; of the nodes the bounded report lists, far fewer.
+    doc = policy_doc({"budgets": {"nodes": {"maxNodes": 1000, "maxPercent": 10}}})
+    loop = Loop(doc, world=WORLD)
+    for _ in range(12):
+        _step(loop, {LATE: 0.3})
+    taints = [d for d in loop.log if d.verdict is Verdict.ACT and d.action is ActionKind.TAINT_NODE]
+    assert taints and len(_bounded(loop, {LATE: 0.3}).summary.nodes) < WORLD // 8
+    assert {d.evidence["jobNodesLimit"] for d in taints} == {WORLD // 8 // 10}

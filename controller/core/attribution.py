@@ -166,8 +166,10 @@ class Digest:
         if self.values is None:
             return {}
         ranks = self.report.ranks
-        ok = np.flatnonzero(~np.isnan(self.values)).tolist()
-        return {ranks[i].rank: float(self.values[i]) for i in ok}
+        ok = ~np.isnan(self.values)
+        # Whole columns, not a lookup per rank: 131,072 of them cost ~100 ms a report.
+        numbers = np.fromiter(map(attrgetter("rank"), ranks), np.int64, len(ranks))
+        return dict(zip(numbers[ok].tolist(), self.values[ok].tolist(), strict=True))
 
     def slower_than_known(self, ratio: float) -> frozenset[int]:
         """Ranks whose GPU the memory of hardware knows and that runs below ``ratio`` of

@@ -31,12 +31,12 @@ remedy), never the node.
 
 from __future__ import annotations
 
-import itertools
 import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from pacekeeper.controller.core import rank_columns
 from pacekeeper.controller.core.peer_stats import F64, Groups, against
 from pacekeeper.detector.score_report import PeerSummary, RankScores, score_key
 
@@ -137,26 +137,16 @@ def _sections(ranks: Sequence[RankScores]) -> tuple[list[str], F64]:
     """(section names, ranks x sections of their relative scores, NaN where none). The
     ranks of one job nearly always time the same sections in the same order: then the
     values are taken as they are, without a lookup per value (16,384 ranks a report)."""
-    tables = [r.section_relative for r in ranks]
-    shapes = set(map(tuple, tables))
-    names = sorted({name for shape in shapes for name in shape})
-    if len(shapes) == 1:
-        (shape,) = shapes
-        # One flat pass, no list per rank: allocating 16,384 of them wakes the garbage
-        # collector, which then walks the whole report (four times slower in place).
-        flat = itertools.chain.from_iterable(map(dict.values, tables))
-        count = len(ranks) * len(names)
-        raw = np.fromiter(flat, dtype=np.float64, count=count).reshape(len(ranks), len(names))
-        return names, raw[:, [shape.index(name) for name in names]]
-    rows = [[t.get(name) for name in names] for t in tables]
-    return names, np.array(rows, dtype=np.float64).reshape(len(ranks), len(names))
+    # One C pass over the mappings (a tuple per rank to compare shapes woke the garbage
+    # collector, which then walks the whole report).
+    return rank_columns.section_block(ranks, "section_relative")
 
 
 def _gpu_speed(
     ranks: Sequence[RankScores], groups: Groups, summaries: Mapping[str, PeerSummary]
 ) -> F64:
     """Per rank, its GPU relative score over its peers' median (1.0 where unknown)."""
-    gpu = np.array([r.gpu_relative for r in ranks], dtype=np.float64)
+    gpu = rank_columns.floats(ranks, "gpu_relative")
     ref, _ = groups.references(gpu[:, None], dict(summaries), ["gpuRelative"])
     with np.errstate(all="ignore"):
         speed = gpu / np.where(ref[:, 0] > 0, ref[:, 0], np.nan)

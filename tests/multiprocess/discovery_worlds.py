@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from sleeping_backward import SleepingBackward
 
 from pacekeeper.detector import Detector
 
@@ -117,20 +118,6 @@ DDP_STEPS = 40
 DDP_REPORT_EVERY = 10
 
 
-class _Sleep(torch.autograd.Function):
-    """Identity; its backward sleeps (the rank's backward work, made exact)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, seconds: float) -> torch.Tensor:
-        ctx.seconds = seconds
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        time.sleep(ctx.seconds)
-        return grad, None
-
-
 class _Model(torch.nn.Module):
     def __init__(self, forward_s: float, backward_s: float) -> None:
         super().__init__()
@@ -140,7 +127,7 @@ class _Model(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         time.sleep(self.forward_s)
-        return self.last(_Sleep.apply(self.first(x), self.backward_s))
+        return self.last(SleepingBackward.apply(self.first(x), self.backward_s))
 
 
 def ddp_world(rank: int, world_size: int, out_dir: str) -> None:

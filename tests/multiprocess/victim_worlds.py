@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from sleeping_backward import SleepingBackward
 
 from pacekeeper.detector import Detector
 
@@ -25,20 +26,6 @@ STEPS = 16
 PLACEMENTS = ("compute", "step", "backward")
 
 
-class _SlowBackward(torch.autograd.Function):
-    """Identity forward; its backward sleeps: the rank's backward work, made exact."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, seconds: float) -> torch.Tensor:
-        ctx.seconds = seconds
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        time.sleep(ctx.seconds)
-        return grad, None
-
-
 class _Model(torch.nn.Module):
     def __init__(self, seconds: float) -> None:
         super().__init__()
@@ -49,7 +36,7 @@ class _Model(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The sleep sits between the two layers: DDP's one bucket (both layers' grads) is
         # ready only after it, as after a real backward's compute.
-        return self.last(_SlowBackward.apply(self.first(x), self.seconds))
+        return self.last(SleepingBackward.apply(self.first(x), self.seconds))
 
 
 def sync_world(rank: int, world_size: int, out_dir: str, placement: str, loss: float) -> None:

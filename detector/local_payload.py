@@ -176,6 +176,9 @@ class PayloadBuilder:
             coords=self.topology.coords,
             probe=probe,
             section_tail=sec_tail,
+            gpu_individual_median=(
+                scoring.gpu_individual_median(ker_med, ker_base, ker_tot) if ker_names else None
+            ),
         )
         payload = RankPayload(
             info, sec_ids, sec_med, sec_ind, ker_ids, ker_med, ker_tot, gpu_ind, names

@@ -141,6 +141,9 @@ class RankInfo:
     """The confirmation probe this rank ran for the report (``probe``), if asked."""
     section_tail: Mapping[str, float] | None = None
     """Per section, this rank's tail score over its recent windows (``tails``)."""
+    gpu_individual_median: float | None = None
+    """The kernel-time-weighted median of its kernels' individual scores
+    (``scoring.gpu_individual_median``); None or NaN: not measured."""
 
 
 def summary_statistics(s: Any, scale: float) -> dict[Statistic, float]:
@@ -214,6 +217,7 @@ def to_score_report(
                 gpu_uuid=info.gpu_uuid,
                 probe=None if info.probe is None else _probe_evidence(info.probe),
                 section_tail=_tails(info.section_tail),
+                gpu_individual_median=_score(info.gpu_individual_median),
             )
         )
     if kernel_timing is None:

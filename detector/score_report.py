@@ -30,6 +30,12 @@ Version 5 bounds the per-node summary of the Kubernetes form at any rank count: 
 form lists the worst nodes in full and counts the rest in ``summary.omittedNodes`` (how
 many, their ranks, a histogram of their minima, the lowest of them). Every listed rank's
 node is listed. Older reports still read: without ``omittedNodes`` every node is listed.
+
+Version 6 adds each rank's broad GPU score (``gpuIndividualMedian``: the
+kernel-time-weighted median of its kernels' scores against its own baseline,
+``scoring.gpu_individual_median``), so the controller can tell a GPU slow in every
+kernel from a rank whose data-dependent kernels had more work (data skew). Older
+reports still read, without it: a policy then judges as before.
 """
 
 from __future__ import annotations
@@ -54,11 +60,11 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Bumped on any change a reader of an older version would misread. 2: per-rank
 ``group``, ``coords``, ``waitShare``; ``summary.peers`` in the bounded form. 3: per-rank
 ``gpuUuid``. 4: per-rank ``sectionTail``. 5: ``summary.omittedNodes`` (the bounded form
-lists only the worst nodes of a very large job)."""
+lists only the worst nodes of a very large job). 6: per-rank ``gpuIndividualMedian``."""
 
 K8S_STATUS_MAX_BYTES = 256 * 1024
 """Kubernetes status form must stay under this (etcd objects are limited to ~1.5 MiB and
@@ -221,6 +227,13 @@ class RankScores(_Model):
     measured, or too few windows yet). Not a ``worst_score``: policies judge it only
     when they say so (``score.tail``)."""
 
+    gpu_individual_median: Score = None
+    """The kernel-time-weighted median of the rank's kernel scores against its own
+    baseline (v6; None: not measured). Beside ``gpu_individual``, their weighted mean:
+    a slow GPU lowers both alike, data skew on a minority of the kernel time only the
+    mean. Not a ``worst_score``: the sequential test reads it (docs/decision-rule.md,
+    "Data skew against a slow GPU")."""
+
     def worst_tail(self) -> float | None:
         """Lowest tail score of any section, or None without any."""
         values = [v for v in (self.section_tail or {}).values() if v is not None]
@@ -270,7 +283,7 @@ class PeerSummary(_Model):
     ranks: int = Field(ge=0)
     spreads: dict[str, Spread] = Field(default_factory=dict)
     """By ``score_key``: ``gpuRelative``, ``gpuIndividual``, ``sectionRelative/<name>``,
-    ``sectionIndividual/<name>``, ``sectionTail/<name>`` (v4)."""
+    ``sectionIndividual/<name>``, ``sectionTail/<name>`` (v4), ``gpuIndividualMedian`` (v6)."""
 
 
 def score_key(kind: str, section: str | None = None) -> str:
@@ -536,6 +549,7 @@ def peer_summaries(ranks: Iterable[RankScores]) -> list[PeerSummary]:
 def _scores_of(r: RankScores) -> Iterable[tuple[str, float | None]]:
     yield "gpuRelative", r.gpu_relative
     yield "gpuIndividual", r.gpu_individual
+    yield "gpuIndividualMedian", r.gpu_individual_median
     for name, v in r.section_relative.items():
         yield score_key("sectionRelative", name), v
     for name, v in r.section_individual.items():

@@ -245,3 +245,47 @@ def tail_score(times: Sequence[float]) -> float:
     if n < TAIL_MIN_WINDOWS:
         return math.nan
     return min(1.0, ok[(n - 1) // 4] / ok[-2])
+
+
+def weighted_median(values: Iterable[float], weights: Iterable[float]) -> float:
+    """The lower weighted median: the smallest value at or below which half the weight
+    lies, over entries whose value is finite and whose weight is finite and positive;
+    NaN without any. Always a value one entry had."""
+    pairs = sorted(
+        (v, w) for v, w in zip(values, weights, strict=True) if math.isfinite(v) and usable(w)
+    )
+    if not pairs:
+        return math.nan
+    half = sum(w for _, w in pairs) / 2.0
+    acc = 0.0
+    for v, w in pairs:
+        acc += w
+        if acc >= half:
+            return v
+    return pairs[-1][0]
+
+
+def gpu_individual_median(typical_ns: F64, baseline_ns: F64, total_ns: F64) -> float:
+    """This rank's broad GPU score (``gpuIndividualMedian``): the kernel-time-weighted
+    median of its per-kernel scores against its own baseline.
+
+    ``gpu_individual_score`` is their weighted *mean*, so a kernel whose work depends on
+    the data (varlen attention, MoE expert GEMMs on routed tokens) pulls it down by its
+    time share when the rank's batch is heavier. A slow GPU slows every kernel alike:
+    the median then shows the whole slowdown, as the mean does. Data skew slows only the
+    data-dependent kernels: while they are under half the kernel time, the median sits
+    on a kernel of fixed shape and stays at the GPU's own speed (docs/decision-rule.md,
+    "Data skew against a slow GPU")."""
+    if len(typical_ns) <= FEW_KEYS:
+        plain = plain_individual_scores(typical_ns.tolist(), baseline_ns.tolist())
+        return weighted_median(plain, total_ns.tolist())
+    scores = individual_scores(typical_ns, baseline_ns)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(scores) & np.isfinite(total_ns) & (total_ns > 0)
+    if not bool(ok.any()):
+        return math.nan
+    v, w = scores[ok], total_ns[ok]
+    order = np.argsort(v, kind="stable")
+    cum = np.cumsum(w[order])
+    # The first entry at which half the weight is reached, as ``weighted_median``.
+    return float(v[order][min(int(np.searchsorted(cum, cum[-1] / 2.0)), v.size - 1)])

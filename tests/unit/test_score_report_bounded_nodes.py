@@ -45,7 +45,7 @@ def test_a_bounded_form_of_many_nodes_lists_the_worst_and_counts_the_rest() -> N
     assert len(small.to_json()) <= BOUND
     omitted = small.summary.omitted_nodes
     assert omitted is not None and small.truncated
-    assert small.schema_version == SCHEMA_VERSION == 5
+    assert small.schema_version == SCHEMA_VERSION >= 5
     # Every node is named or counted, and so is every rank.
     assert small.summary.node_count == world // 8 == len(small.summary.nodes) + omitted.nodes
     assert sum(n.ranks for n in small.summary.nodes) + omitted.ranks == world

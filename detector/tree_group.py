@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import pickle
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -30,6 +31,10 @@ from .report_path import Plan, Shape
 logger = logging.getLogger(__name__)
 
 PLAN_KEY = "report-path-plan"
+
+made: Counter[str] = Counter()
+"""The report groups this process made, by shape (``flat``, ``tree``): which path its
+reports took (the tests of both paths read it on every rank)."""
 
 
 def _dist() -> Any:
@@ -63,9 +68,13 @@ def make(
 ) -> OwnGlooGroup | TreeGroup:
     """The detector's report group over ``ranks``: flat or a tree, as rank 0's plan says."""
     plan = agree(ranks, me, key_prefix, timeout_s)
+    group: OwnGlooGroup | TreeGroup
     if plan.mode == "flat":
-        return OwnGlooGroup(ranks, me, timeout_s, key_prefix)
-    return TreeGroup(ranks, me, timeout_s, key_prefix, plan)
+        group = OwnGlooGroup(ranks, me, timeout_s, key_prefix)
+    else:
+        group = TreeGroup(ranks, me, timeout_s, key_prefix, plan)
+    made[plan.mode] += 1
+    return group
 
 
 class TreeGroup:

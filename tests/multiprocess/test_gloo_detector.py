@@ -1,4 +1,5 @@
 """Real torch.distributed (gloo) ranks on CPU; one rank made 30% slower in one section.
+Every world runs on both report paths (``report_paths``: flat, and a tree of 2 hosts).
 
 "30% slower" means 30% less throughput: the section takes 1/0.7 as long, a relative
 score of 0.70, below NVRx's default threshold 0.75.
@@ -7,34 +8,33 @@ score of 0.70, below NVRx's default threshold 0.75.
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 from typing import Any
 
 import gloo_worlds
 import pytest
+import report_paths
 
 from pacekeeper.detector import Report, StragglerId
-from pacekeeper.detector.local_world import spawn_world
 
 WORLD = 4
 
 
-def _results(out: Path) -> list[dict[str, Any]]:
-    return [pickle.loads((out / f"rank{r}.pkl").read_bytes()) for r in range(WORLD)]
-
-
-@pytest.fixture(scope="module")
-def gathered(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+@pytest.fixture(scope="module", params=report_paths.MODES)
+def gathered(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("gathered")
-    spawn_world(gloo_worlds.gathered_world, WORLD, str(out))
-    return _results(out)
+    report_paths.spawn(request.param, gloo_worlds.gathered_world, WORLD, str(out))
+    return report_paths.results(out, WORLD)
 
 
-@pytest.fixture(scope="module")
-def split(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+@pytest.fixture(scope="module", params=report_paths.MODES)
+def split(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("split")
-    spawn_world(gloo_worlds.split_world, WORLD, str(out))
-    return _results(out)
+    report_paths.spawn(request.param, gloo_worlds.split_world, WORLD, str(out))
+    return report_paths.results(out, WORLD)
 
 
 def test_slow_rank_is_flagged_on_rank0_and_by_no_other_rank(gathered: list[dict]) -> None:

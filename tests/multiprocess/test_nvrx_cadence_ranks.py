@@ -7,20 +7,19 @@ issue's case: ``report_time_interval=0.5``, the default adaptive interval, steps
 8 ms +-5% (here paced to deadlines, and slower in stretches). When a new count took
 effect at the next multiple of the absolute iteration, gaps of a few steps came after
 each change of count (24 ms seen; with that rule put back, this run had 14 gaps under
-0.25 s, the shortest 25 ms, and 33 reports against NVRx's 20).
+0.25 s, the shortest 25 ms, and 33 reports against NVRx's 20). On both report paths
+(``report_paths``: the interval agreement's maximum climbs and comes back down the tree).
 """
 
 from __future__ import annotations
 
-import pickle
 from itertools import pairwise
 from typing import Any
 
 import nvrx_ranks
 import pytest
+import report_paths
 import torch
-
-from pacekeeper.detector.local_world import spawn_world
 
 WORLD = 4
 STEPS = 1200
@@ -29,11 +28,14 @@ STEP_S = 0.5 / 62
 INTERVAL_S = 0.5
 
 
-@pytest.fixture(scope="module")
-def cadence_world(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+@pytest.fixture(scope="module", params=report_paths.MODES)
+def cadence_world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("cadence")
-    spawn_world(nvrx_ranks.jittery_cadence, WORLD, str(out), (STEPS, STEP_S, INTERVAL_S))
-    return [pickle.loads((out / f"rank{r}.pkl").read_bytes()) for r in range(WORLD)]
+    run = (STEPS, STEP_S, INTERVAL_S)
+    report_paths.spawn(request.param, nvrx_ranks.jittery_cadence, WORLD, str(out), run)
+    return report_paths.results(out, WORLD)
 
 
 def nvrx_report_count(calls_per_rank: list[list[float]], interval_s: float) -> int:

@@ -1,31 +1,32 @@
 """NVRx's call orders on real gloo CPU ranks: initialize before init_process_group, a
-rank that skips a report, and the forms NVRx's own multi-rank tests use."""
+rank that skips a report, and the forms NVRx's own multi-rank tests use. Every world
+runs on both report paths (``report_paths``: flat, and a tree of hosts of 2)."""
 
 from __future__ import annotations
 
 import math
 import pickle
-from pathlib import Path
 from typing import Any
 
 import nvrx_ranks
 import pytest
+import report_paths
+from report_paths import MODES, results
 
 from pacekeeper.detector import Report, StragglerId
-from pacekeeper.detector.local_world import spawn_world
 
 TIMEOUT_S = 3.0
 
 
-def _results(out: Path, world: int) -> list[dict[str, Any]]:
-    return [pickle.loads((out / f"rank{r}.pkl").read_bytes()) for r in range(world)]
-
-
-@pytest.fixture(scope="module")
-def late_world(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+@pytest.fixture(scope="module", params=MODES)
+def late_world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("late")
-    spawn_world(nvrx_ranks.initialize_before_init_process_group, 2, str(out), join=False)
-    return _results(out, 2)
+    report_paths.spawn(
+        request.param, nvrx_ranks.initialize_before_init_process_group, 2, str(out), join=False
+    )
+    return results(out, 2)
 
 
 def test_initialize_before_init_process_group_reports_every_rank(late_world: list[dict]) -> None:
@@ -60,11 +61,13 @@ def test_zero_report_interval_reports_every_iteration_once_estimated(
     assert [r["elapsed_at"] for r in late_world] == [[17, 18, 19, 20]] * 2
 
 
-@pytest.fixture(scope="module")
-def skipping_world(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+@pytest.fixture(scope="module", params=MODES)
+def skipping_world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("skip")
-    spawn_world(nvrx_ranks.one_rank_skips_a_report, 3, str(out), TIMEOUT_S)
-    return _results(out, 3)
+    report_paths.spawn(request.param, nvrx_ranks.one_rank_skips_a_report, 3, str(out), TIMEOUT_S)
+    return results(out, 3)
 
 
 def test_a_skipped_report_costs_the_others_one_timeout_not_a_hang(
@@ -93,11 +96,13 @@ def test_after_a_failed_report_every_rank_returns_none_at_once(skipping_world: l
         assert result["errors"].get("report.gather", 0) >= 1
 
 
-@pytest.fixture(scope="module")
-def usage_world(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+@pytest.fixture(scope="module", params=MODES)
+def usage_world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("usage")
-    spawn_world(nvrx_ranks.nvrx_usage_forms, 2, str(out))
-    return _results(out, 2)
+    report_paths.spawn(request.param, nvrx_ranks.nvrx_usage_forms, 2, str(out))
+    return results(out, 2)
 
 
 def test_a_bare_score_name_computes_that_score_only(usage_world: list[dict]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pacekeeper.controller.core import hardware_memory, hardware_trust, mark_records, sequential
 from pacekeeper.controller.core.attribution import Digest, digest, learn_early, with_pattern
+from pacekeeper.controller.core.breadth import broad_scores
 from pacekeeper.controller.core.decisions import JOB_SUBJECT, Reason, Verdict
 from pacekeeper.controller.core.hardware_memory import Observation
 from pacekeeper.controller.core.ids import NodeName, Rank
@@ -151,7 +152,8 @@ def _learn_noise(
         return
     d = digest(report, ctx.policy, calibration())
     shift = sequential.shift_for(ctx.policy.thresholds.act)
-    tests = sequential.advance(ctx.state.tests, d.judged_scores(), shift=shift, learn_only=True)
+    scores = broad_scores(d.judged_scores(), report, ctx.policy.score.kind)
+    tests = sequential.advance(ctx.state.tests, scores, shift=shift, learn_only=True)
     ctx.state = replace(ctx.state, tests=tests)
 
 
@@ -270,7 +272,9 @@ def _absorb(ctx: JobRun, d: Digest) -> None:
     tests = js.tests
     if ctx.policy.safety.false_disruptions_per_gpu_day is not None:
         shift = sequential.shift_for(act)
-        tests = sequential.advance(js.tests, d.judged_scores(), shift=shift)
+        # The test judges a GPU finding as broadly as its kernels show it (breadth.py).
+        scores = broad_scores(d.judged_scores(), d.report, ctx.policy.score.kind)
+        tests = sequential.advance(js.tests, scores, shift=shift)
     ctx.state = replace(
         js, streaks=streaks, ladders=ladders, history=history, layout=layout, tests=tests
     )

@@ -15,7 +15,8 @@ each rank's ``waitShare`` is its wait over the window's elapsed time, as
 rank has a wait share: a drop-in NVRx job that never turned it on.
 
 Each rank reports its tail statistic (``sectionTail``, ``detector.tails.RecentTail``
-over the section times it is scored on), as ``PayloadBuilder`` does.
+over the section times it is scored on) and its broad GPU score
+(``gpuIndividualMedian``, ``scoring.gpu_individual_median``), as ``PayloadBuilder`` does.
 
 A restart (``restart``) is what a torchrun restart does to the job's detectors: every
 rank's ``RecentBest`` baselines and tails start empty, the report sequence starts again at 0,
@@ -194,6 +195,7 @@ class RealScoring:
             k_tot = k_tot_all[r, ran]
             k_base = self._kernel_base[r].update_many(names_r, k_med)
             gpu_ind = scoring.gpu_individual_score(k_med, k_base, k_tot) if names_r else math.nan
+            gpu_med = scoring.gpu_individual_median(k_med, k_base, k_tot) if names_r else None
             s_med = sec_ns[r]
             s_base = self._section_base[r].update_many(w.section_names, s_med)
             s_ind = scoring.individual_scores(s_med, s_base)
@@ -217,6 +219,7 @@ class RealScoring:
                     n: v for n, v in zip(w.section_names, tail, strict=True) if math.isfinite(v)
                 }
                 or None,
+                gpu_individual_median=gpu_med,
             )
             self._infos[r] = info
             payloads.append(

@@ -270,6 +270,13 @@ class JobSimulator:
         self._pause_rng = np.random.default_rng([seed, 0x9A05E])
         self._static = self._draw_static()
         self._noise = None if noise is None else NoiseProcess(noise, ranks, self.p.step_s, seed)
+        self._skew_kernels: B | None = None
+        """The data-dependent kernels a data skew slows (None: all compute, as before)."""
+        if self._noise is not None and noise is not None and noise.skew_kernel_share < 1.0:
+            st = self._static
+            self._skew_kernels = self._noise.data_dependent_kernels(
+                st.kernel_base_ns * st.kernel_per_step
+            )
         if self.p.kernel_sample_every is not None and self.p.kernel_sample_every < 1:
             raise ValueError(f"kernel_sample_every must be >= 1, got {self.p.kernel_sample_every}")
         self.kernel_sample_every = self.p.kernel_sample_every or sample_every_for(
@@ -350,15 +357,25 @@ class JobSimulator:
         work = self._work(steps)
         plain_mult = speed
         seq_mult = speed * work
-        if extra is not None:  # data skew: more work on all compute, no GPU slower
+        dd = self._skew_kernels
+        if extra is not None and dd is None:  # data skew: more work on all compute
             plain_mult = plain_mult * extra.work
             seq_mult = seq_mult * extra.work
         last_stage = self._last_stage_mask()
 
         # Sections, per step.
-        fixed_compute = float((st.kernel_base_ns * st.kernel_per_step)[~st.seq_sensitive].sum())
-        seq_compute = float((st.kernel_base_ns * st.kernel_per_step)[st.seq_sensitive].sum())
+        step_ns = st.kernel_base_ns * st.kernel_per_step
+        fixed_compute = float(step_ns[~st.seq_sensitive].sum())
+        seq_compute = float(step_ns[st.seq_sensitive].sum())
         compute_s = (fixed_compute * plain_mult + seq_compute * seq_mult) / 1e9
+        skew = None
+        if extra is not None and dd is not None:
+            # Data skew on the data-dependent kernels alone: the step's compute grows by
+            # the drawn size, those kernels by size / their time share.
+            skew = 1.0 + (extra.work - 1.0) * float(step_ns.sum()) / float(step_ns[dd].sum())
+            dd_fixed = float(step_ns[dd & ~st.seq_sensitive].sum())
+            dd_seq = float(step_ns[dd & st.seq_sensitive].sum())
+            compute_s = compute_s + (skew - 1.0) * (dd_fixed * plain_mult + dd_seq * seq_mult) / 1e9
         if last_stage is not None:
             compute_s[last_stage] += (
                 self.imbalance.last_stage_extra * p.compute_s * plain_mult[last_stage]
@@ -436,6 +453,11 @@ class JobSimulator:
             k = p.kernels + (len(LAST_STAGE_KERNEL_NAMES) if last_stage is not None else 0)
             med, tot = np.full((n, k), np.nan), np.zeros((n, k))
             cnt = np.zeros((n, k), dtype=np.int64)
+        if skew is not None and dd is not None:
+            # The skewed set holds for the whole window: one factor per rank.
+            cols = np.flatnonzero(dd)
+            med[:, cols] *= skew[:, :1]
+            tot[:, cols] *= skew[:, :1]
         # Communication kernels spin while waiting for peers, so they carry the wait.
         sync_ns = sync.allreduce_sync_s * 1e9
         shares = np.array([0.8, 0.2])

@@ -8,11 +8,15 @@ a family leaves every other draw of the simulator alone. Per rank and step it gi
   chain ``e_t = phi e_(t-1) + sqrt(1 - phi^2) cv z_t`` with ``z_t`` Student-t with
   ``tail_df`` degrees of freedom scaled to unit variance (normal when None), carried
   across windows;
-* ``work``: a workload multiplier on all compute — persistent data skew: a
+* ``work``: a workload multiplier on the step's compute — persistent data skew: a
   ``skew_share`` of the ranks carry ``skew_size`` more work; the set is redrawn at
   the start of a window with probability ``1 / skew_dwell_windows`` (a geometric dwell
   with that mean), so the same ranks stay slow for ~that many windows. It is no
-  hardware's doing: ``WindowSummary.gpu_speed`` leaves it out;
+  hardware's doing: ``WindowSummary.gpu_speed`` leaves it out. The extra work lands
+  in the data-dependent kernels only (``skew_kernel_share`` of the kernel time,
+  ``data_dependent_kernels``): the step's compute grows by ``skew_size``, those kernels
+  by ``skew_size / share``, the kernels of fixed shape not at all (1.0: every kernel,
+  the model before issue #38's broad GPU score);
 * ``loader_s``: host time in the data loader — bursty stalls: bursts start on a rank
   at ``stall_bursts_per_h``, last ``stall_burst_s``; inside one each step stalls with
   probability ``stall_prob`` for an exponential ``stall_s`` on average.
@@ -53,6 +57,9 @@ class NoiseFamily:
     skew_share: float = 0.0
     skew_size: float = 0.0
     skew_dwell_windows: float = 10.0
+    skew_kernel_share: float = 1.0
+    """Share of the compute kernels' time whose work depends on the data (varlen
+    attention, routed expert GEMMs): where a skewed rank's extra work runs."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -62,6 +69,7 @@ class NoiseFamily:
             "stall_prob": 0 <= self.stall_prob <= 1,
             "skew_share": 0 <= self.skew_share <= 1,
             "skew_dwell_windows": self.skew_dwell_windows >= 1,
+            "skew_kernel_share": 0 < self.skew_kernel_share <= 1,
             "stall_s": self.stall_s >= 0 and self.stall_burst_s >= 0,
             "skew_size": self.skew_size >= 0 and self.stall_bursts_per_h >= 0,
         }
@@ -105,6 +113,20 @@ class NoiseProcess:
         out = np.zeros(self.ranks, dtype=bool)
         if k > 0 and self.f.skew_size > 0:
             out[self.rng.choice(self.ranks, k, replace=False)] = True
+        return out
+
+    def data_dependent_kernels(self, kernel_ns: F64) -> npt.NDArray[np.bool_]:
+        """Which kernels (of per-step times ``kernel_ns``) carry the skew: a random
+        subset whose time share is the nearest to ``skew_kernel_share`` that whole
+        kernels give (all of them at 1.0). Drawn from this process's own stream."""
+        k = kernel_ns.size
+        if self.f.skew_kernel_share >= 1.0 or k == 0:
+            return np.ones(k, dtype=bool)
+        order = self.rng.permutation(k)
+        cum = np.cumsum(kernel_ns[order]) / float(kernel_ns.sum())
+        take = int(np.argmin(np.abs(cum - self.f.skew_kernel_share))) + 1
+        out = np.zeros(k, dtype=bool)
+        out[order[:take]] = True
         return out
 
     def innovations(self, shape: tuple[int, int]) -> F64:

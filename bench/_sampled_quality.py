@@ -5,11 +5,16 @@ by stratification, its parameters and seed derived from a hash of ``space/i``. E
 scenario is simulated and scored once and judged by every ``--policy`` (default: the
 simulator's benchmark policy) and by NVRx's rules (``policy_runs.judge_policies``).
 Runs enough scenarios for ``--gpu-days`` (10,000) over the space, rounded up to whole
-rounds of every family x fault cell. Prints one table per policy and NVRx rule and
-writes bench/results/detection_quality_space.json.
+rounds of every family x fault cell. Prints one table per policy and NVRx rule, writes
+bench/results/detection_quality_space.json (``--out``) and beside it the docs' table
+(``.md``: one policy's family x fault cells beside NVRx's rules, and issue #38's
+verdicts; ``controller/simulation/sampled_table.py``).
 
     .venv/bin/python bench/detection_quality.py [--policy PATH ...] [--with-doc-policies]
-        [--jobs 2] [--gpu-days 10000] [--runs N] [--quick]
+        [--jobs 2] [--gpu-days 10000] [--runs N] [--first I] [--indices I ...] [--quick]
+        [--detector NAME]
+    .venv/bin/python bench/detection_quality.py --merge a.json b.json --out all.json
+    .venv/bin/python bench/detection_quality.py --markdown all.json [--detector NAME]
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from pacekeeper.controller.simulation.sampled_quality import (
     RunResult,
     cells,
 )
+from pacekeeper.controller.simulation.sampled_table import table as docs_table
 
 RESULTS = Path(__file__).parent / "results" / "detection_quality_space.json"
 DOC_POLICIES = Path(__file__).resolve().parent.parent / "docs" / "policies"
@@ -86,14 +92,14 @@ def _fmt(v: float | None, spec: str) -> str:
 def table(title: str, cs: list[Cell]) -> Table:
     t = Table(title=title)
     for col in ("family", "fault", "runs", f"found<={FIND_WITHIN_S:.0f}s",
-                f"acted<={ACT_WITHIN_S:.0f}s", "worst find s", "median act s",
+                f"acted<={ACT_WITHIN_S:.0f}s", "worst find s", "median act s", "max act s",
                 "false disr.", "GPU-days", "per GPU-day", "upper 95%"):  # fmt: skip
         t.add_column(col, justify="left" if col in ("family", "fault") else "right")
     for c in cs:
         t.add_row(
             c.family, c.fault, str(c.runs),
             _fmt(c.recall_found, ".2f"), _fmt(c.recall_acted, ".2f"),
-            _fmt(c.worst_find_s, ".0f"), _fmt(c.median_act_s, ".0f"),
+            _fmt(c.worst_find_s, ".0f"), _fmt(c.median_act_s, ".0f"), _fmt(c.max_act_s, ".0f"),
             str(c.false_disruptions), f"{c.gpu_days:.0f}", f"{c.rate:.2e}",
             _fmt(c.upper95, ".2e"),
         )  # fmt: skip
@@ -120,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gpu-days", type=float, default=10000.0)
     ap.add_argument("--runs", type=int, default=None, help="scenarios (default: --gpu-days')")
     ap.add_argument("--first", type=int, default=0, help="first scenario index (to split)")
+    ap.add_argument("--indices", type=int, nargs="+", default=None,
+                    help="exactly these scenario indices (instead of --first/--runs)")  # fmt: skip
     ap.add_argument("--kernels", type=int, default=ModelParams().kernels)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--quick", action="store_true",
@@ -129,12 +137,15 @@ def main(argv: list[str] | None = None) -> None:
                     help="no runs: tables over these earlier outputs' runs (chunks)")  # fmt: skip
     ap.add_argument("--markdown", type=Path, default=None,
                     help="no runs: docs' family x fault table of this output")  # fmt: skip
+    ap.add_argument("--detector", default=None,
+                    help="the policy of the docs' table (default: enforce-recommended if "
+                         "judged, else the first --policy)")  # fmt: skip
     args = ap.parse_args(argv)
     if args.markdown:
-        print(markdown(json.loads(args.markdown.read_text())["cells"]))
+        print(docs_table(json.loads(args.markdown.read_text()), args.detector)[0])
         return
     if args.merge:
-        merge(args.merge, args.out, Console(width=150))
+        merge(args.merge, args.out, Console(width=150), args.detector)
         return
     if args.quick:
         args.ranks, args.duration, args.kernels = 64, 600.0, 24
@@ -143,6 +154,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.with_doc_policies:
         paths = [*paths, *(str(p) for p in sorted(DOC_POLICIES.glob("*.yaml")))]
     runs = args.runs or runs_for(args.gpu_days, args.ranks, args.duration)
+    indices = range(args.first, args.first + runs) if args.indices is None else args.indices
+    runs = len(indices)
     setup = {"space": args.space, "ranks": args.ranks, "duration": args.duration,
              "kernels": args.kernels}  # fmt: skip
     _configure(paths, setup)
@@ -152,7 +165,6 @@ def main(argv: list[str] | None = None) -> None:
         policies = {BENCHMARK: _POLICIES[BENCHMARK], **policies}
         paths = ["", *paths]
     console = Console(width=150)
-    indices = range(args.first, args.first + runs)
     results: list[RunResult] = []
     t_all = time.perf_counter()
     walls = []
@@ -184,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
         "durationS": args.duration,
         "kernels": args.kernels,
         "runs": runs,
-        "firstIndex": args.first,
+        "firstIndex": min(indices),
         "seedsPerCell": seeds_per_cell,
         "findWithinS": FIND_WITHIN_S,
         "actWithinS": ACT_WITHIN_S,
@@ -198,9 +210,22 @@ def main(argv: list[str] | None = None) -> None:
         "scenarios": [sampler.sample(args.space, i).to_dict() for i in indices],
         "runs_": [r.to_dict() for r in results],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    console.print(f"wrote {args.out}")
+    write(doc, args.out, console, args.detector)
+
+
+def write(doc: dict[str, object], out: Path, console: Console, detector: str | None) -> None:
+    """The JSON with issue #38's verdicts for the docs' policy, and its table beside it
+    (``out`` with ``.md``)."""
+    md, goals = docs_table(doc, detector)
+    doc["goals"] = goals
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    out.with_suffix(".md").write_text(md + "\n")
+    verdicts = goals["verdicts"]
+    assert isinstance(verdicts, list)
+    for v in verdicts:
+        console.print(f"{goals['detector']}: {'PASS' if v['passed'] else 'FAIL'} {v['name']}")
+    console.print(f"wrote {out} and {out.with_suffix('.md')}")
 
 
 def print_tables(console: Console, results: list[RunResult], what: str) -> list[Cell]:
@@ -216,14 +241,15 @@ def print_tables(console: Console, results: list[RunResult], what: str) -> list[
     return all_cells
 
 
-def merge(paths: list[Path], out: Path, console: Console) -> None:
+def merge(paths: list[Path], out: Path, console: Console, detector: str | None = None) -> None:
     """One output from chunks of one space (``--first``/``--runs`` on several machines
     or calls): their runs pooled, the tables and cells over all of them."""
     docs = [json.loads(p.read_text()) for p in paths]
-    keys = ("space", "ranks", "durationS", "kernels")
-    for d in docs[1:]:
-        if any(d[k] != docs[0][k] for k in keys):
-            raise SystemExit(f"--merge: chunks differ in one of {', '.join(keys)}")
+    keys = ("space", "ranks", "durationS", "kernels", "policies")
+    for p, d in zip(paths[1:], docs[1:], strict=True):
+        differ = [k for k in keys if d[k] != docs[0][k]]
+        if differ:
+            raise SystemExit(f"--merge: {p} differs from {paths[0]} in {', '.join(differ)}")
     results = [RunResult.from_dict(r) for d in docs for r in d["runs_"]]
     scenarios = sorted((s for d in docs for s in d["scenarios"]), key=lambda s: s["index"])
     if len({s["index"] for s in scenarios}) != len(scenarios):
@@ -235,31 +261,7 @@ def merge(paths: list[Path], out: Path, console: Console) -> None:
            "wallS": sum(d["wallS"] for d in docs), "cpuS": sum(d["cpuS"] for d in docs),
            "chunks": [str(p) for p in paths], "cells": [c.to_dict() for c in all_cells],
            "scenarios": scenarios, "runs_": [r.to_dict() for r in results]}  # fmt: skip
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    console.print(f"wrote {out}")
-
-
-def markdown(cells_: list[dict[str, object]]) -> str:
-    """One row per detector x noise family x fault: acted within the bound (with its
-    95% interval), median time to act, false disruptions per GPU-day and their upper 95%
-    bound (docs/detection-quality.md)."""
-    head = ("| detector | family | fault | runs | found ≤ 5 min | acted ≤ 10 min (95 %) | "
-            "median act s | false disr. | per GPU-day | upper 95 % |")  # fmt: skip
-    rows = [head, "|" + "---|" * 10]
-    for c in cells_:
-        ci = c["recallActed95"]
-        acted = "-"
-        if c["recallActed10min"] is not None and isinstance(ci, list):
-            acted = f"{c['recallActed10min']:.2f} ({ci[0]:.2f}-{ci[1]:.2f})"
-        found = "-" if c["recallFound5min"] is None else f"{c['recallFound5min']:.2f}"
-        med = c["medianTimeToActS"]
-        up = c["upper95PerGpuDay"]
-        rows.append(
-            f"| {c['detector']} | {c['family']} | {c['fault']} | {c['runs']} | {found} | "
-            f"{acted} | {'-' if med is None else f'{med:.0f}'} | {c['falseDisruptions']} | "
-            f"{c['falseDisruptionsPerGpuDay']:.1e} | {'-' if up is None else f'{up:.1e}'} |"
-        )
-    return "\n".join(rows)
+    write(doc, out, console, detector)
 
 
 def _init_with_benchmark(paths: list[str], setup: dict[str, object]) -> None:

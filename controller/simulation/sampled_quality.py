@@ -132,6 +132,10 @@ class Cell:
     median_act_s: float | None
     false_disruptions: int
     gpu_days: float
+    found_and_acted: int = 0
+    """Faulty runs both found within ``FIND_WITHIN_S`` and acted on within ``ACT_WITHIN_S``."""
+    max_act_s: float | None = None
+    """The longest time to act among the runs acted on (late ones too)."""
 
     @property
     def recall_found(self) -> float | None:
@@ -140,6 +144,10 @@ class Cell:
     @property
     def recall_acted(self) -> float | None:
         return self.acted / self.faulty_runs if self.faulty_runs else None
+
+    @property
+    def recall_in_time(self) -> float | None:
+        return self.found_and_acted / self.faulty_runs if self.faulty_runs else None
 
     @property
     def rate(self) -> float:
@@ -156,7 +164,8 @@ class Cell:
             "runs": self.runs, "faultyRuns": self.faulty_runs,
             "recallFound5min": self.recall_found, "recallActed10min": self.recall_acted,
             "recallActed95": acted_ci, "worstTimeToFindS": self.worst_find_s,
-            "medianTimeToActS": self.median_act_s,
+            "medianTimeToActS": self.median_act_s, "maxTimeToActS": self.max_act_s,
+            "found": self.found, "acted": self.acted, "foundAndActed": self.found_and_acted,
             "falseDisruptions": self.false_disruptions, "gpuDays": self.gpu_days,
             "falseDisruptionsPerGpuDay": self.rate,
             "upper95PerGpuDay": self.upper95,
@@ -184,6 +193,7 @@ def cell(detector: str, family: str, fault: str, runs: Iterable[RunResult]) -> C
         sum(r.found_in_time for r in faulty), sum(r.acted_in_time for r in faulty),
         worst, _median(acts),
         sum(r.false_disruptions for r in rs), sum(r.gpu_days for r in rs),
+        sum(r.found_in_time and r.acted_in_time for r in faulty), max(acts, default=None),
     )  # fmt: skip
 
 

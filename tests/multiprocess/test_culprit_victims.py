@@ -6,17 +6,20 @@ that only waited scores below the line, the wait shares say who waited, and the
 controller's decision names the culprit's node and nobody else's.
 
 Before the detector took the collective wait out of sections, the step and backward
-placements scored the culprit 1.0 (it never waits) and its peers 0.3-0.8."""
+placements scored the culprit 1.0 (it never waits) and its peers 0.3-0.8.
+
+Every world runs on both report paths (``report_paths``: flat, and a tree of 4 hosts of
+2 with fan-out 2, two leader levels)."""
 
 from __future__ import annotations
 
 import os
-import pickle
 import statistics
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import report_paths
 import victim_worlds
 from victim_worlds import CULPRIT, PLACEMENTS
 
@@ -26,7 +29,6 @@ from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.observations import ClusterView, JobView, NodeView, Window
 from pacekeeper.controller.core.policy import parse_policy_document
 from pacekeeper.controller.core.state import State
-from pacekeeper.detector.local_world import spawn_world
 from pacekeeper.detector.score_report import ScoreReport
 
 WORLD = 8
@@ -61,7 +63,7 @@ def _policy(section: str, act: float) -> Any:
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 WORLDS = [
     pytest.param(
-        (p, loss),
+        (p, loss, mode),
         marks=pytest.mark.skipif(
             (p, loss) == ("backward", 0.1) and (_CORES or 1) < WORLD,
             reason=f"DDP at 10% needs {WORLD} cores for {WORLD} ranks, this machine has "
@@ -70,15 +72,16 @@ WORLDS = [
     )
     for p in PLACEMENTS
     for loss in LOSSES
+    for mode in report_paths.MODES  # every world on both report paths
 ]
 
 
-@pytest.fixture(scope="module", params=WORLDS, ids=lambda p: f"{p[0]}-{int(p[1] * 100)}pct")
+@pytest.fixture(scope="module", params=WORLDS, ids=lambda p: f"{p[0]}-{int(p[1] * 100)}pct-{p[2]}")
 def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    placement, loss = request.param
-    out = tmp_path_factory.mktemp(f"{placement}{int(loss * 100)}")
-    spawn_world(victim_worlds.sync_world, WORLD, str(out), placement, loss)
-    ranks = [pickle.loads((out / f"rank{r}.pkl").read_bytes()) for r in range(WORLD)]
+    placement, loss, mode = request.param
+    out = tmp_path_factory.mktemp(f"{placement}{int(loss * 100)}{mode}")
+    report_paths.spawn(mode, victim_worlds.sync_world, WORLD, str(out), placement, loss)
+    ranks = report_paths.results(out, WORLD)
     report = ranks[0]["score_report"]
     assert isinstance(report, ScoreReport)
     return {"placement": placement, "loss": loss, "report": report, "ranks": ranks}

@@ -20,11 +20,11 @@ waits five before restartRank, and the rule's threshold is the one for 60 s wind
 
 from __future__ import annotations
 
-import pickle
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import report_paths
 import sequential_ranks
 from sequential_ranks import CULPRIT, SKEWS, SLOW_FROM, STEPS_PER_REPORT
 
@@ -38,7 +38,6 @@ from pacekeeper.controller.core.policy import (
     load_policy_file,
 )
 from pacekeeper.controller.simulation.runner import Replayer
-from pacekeeper.detector.local_world import spawn_world
 from pacekeeper.detector.score_report import ScoreReport
 
 pytestmark = pytest.mark.slow
@@ -52,7 +51,9 @@ deviation is an eighth of the variance term, and must stay so while healthy rank
 for eight reports: docs/decision-rule.md, "Few ranks")."""
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 CULPRIT_NODE = f"node{CULPRIT // 2}"
-CASES = [(where, loss) for where in sequential_ranks.PLACES for loss in (0.1, 0.3)]
+CASES = [(where, loss, "flat") for where in sequential_ranks.PLACES for loss in (0.1, 0.3)]
+CASES.append(("step", 0.1, "tree"))
+"""Each world ~30 s on the 2-core VM: the tree (report_paths) runs the hardest one only."""
 
 
 def _policy(section: str, gated: bool = True) -> PolicyDocument:
@@ -77,9 +78,9 @@ def _policy(section: str, gated: bool = True) -> PolicyDocument:
     return doc.model_copy(update={"policies": policies, "cluster": cluster})
 
 
-def _world(out: Path, where: str, loss: float) -> list[ScoreReport]:
-    spawn_world(sequential_ranks.slowed_world, WORLD, str(out), where, loss, REPORTS)
-    ranks = [pickle.loads((out / f"rank{r}.pkl").read_bytes()) for r in range(WORLD)]
+def _world(out: Path, where: str, loss: float, mode: str = "flat") -> list[ScoreReport]:
+    report_paths.spawn(mode, sequential_ranks.slowed_world, WORLD, str(out), where, loss, REPORTS)
+    ranks = report_paths.results(out, WORLD)
     assert all(r["errors"] == {} for r in ranks), [r["errors"] for r in ranks]
     reports: list[ScoreReport] = ranks[0]["reports"]
     assert len(reports) == REPORTS
@@ -89,12 +90,13 @@ def _world(out: Path, where: str, loss: float) -> list[ScoreReport]:
     ]
 
 
-@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-{int(c[1] * 100)}pct")
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-{int(c[1] * 100)}pct-{c[2]}")
 def slowed(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, list[ScoreReport]]:
-    where, loss = request.param
-    return where, _world(tmp_path_factory.mktemp(f"{where}{int(loss * 100)}"), where, loss)
+    where, loss, mode = request.param
+    out = tmp_path_factory.mktemp(f"{where}{int(loss * 100)}{mode}")
+    return where, _world(out, where, loss, mode)
 
 
 @pytest.fixture(scope="module")

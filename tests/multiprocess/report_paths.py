@@ -65,16 +65,21 @@ def _recorded(fn: Callable[..., Any], record_dir: str, rank: int, *args: Any) ->
 
 
 def spawn(
-    mode: str, fn: Callable[..., Any], world_size: int, *args: Any, join: bool = True
+    mode: str,
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    join: bool = True,
+    per_node: int = PER_NODE,
+    fanout: int = FANOUT,
 ) -> None:
-    """``spawn_world(fn, world_size, *args)`` on the ``mode`` report path; raises
-    AssertionError naming the rank whose detector made a group on another path, or none."""
+    """``spawn_world(fn, world_size, *args)`` on the ``mode`` report path (a tree: hosts
+    of ``per_node``, fan-out ``fanout``); raises AssertionError naming the rank whose
+    detector made a group on another path, or none."""
     with tempfile.TemporaryDirectory(prefix="pacekeeper-paths-") as record_dir:
-        with variables(environment(mode)):
+        with variables(environment(mode, per_node, fanout)):
             spawn_world(partial(_recorded, fn, record_dir), world_size, *args, join=join)
-        made = [
-            pickle.loads(Path(record_dir, f"paths{r}.pkl").read_bytes()) for r in range(world_size)
-        ]
+        made = results(Path(record_dir), world_size, "paths")
     for rank, counts in enumerate(made):
         assert counts and set(counts) == {mode}, (
             f"rank {rank}: the detector made report groups {counts or 'none'}, "
@@ -82,6 +87,6 @@ def spawn(
         )
 
 
-def results(out: Path, world_size: int) -> list[dict[str, Any]]:
+def results(out: Path, world_size: int, stem: str = "rank") -> list[dict[str, Any]]:
     """Each rank's pickled result, in rank order (``gloo_worlds.save``)."""
-    return [pickle.loads((out / f"rank{r}.pkl").read_bytes()) for r in range(world_size)]
+    return [pickle.loads((out / f"{stem}{r}.pkl").read_bytes()) for r in range(world_size)]

@@ -10,36 +10,40 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import report_paths
 import tree_worlds
 from tree_worlds import SKIPPER, SLOW
 
 from pacekeeper.detector import Report, StragglerId
-from pacekeeper.detector.local_world import spawn_world
 
 WORLD = 8
 TIMEOUT_S = 3.0
 
 
-def _results(out: Path, world: int = WORLD) -> list[dict[str, Any]]:
-    return [pickle.loads((out / f"rank{r}.pkl").read_bytes()) for r in range(world)]
+def _on_tree(
+    out: Path, fn: Callable[..., None], *args: Any, per_node: int = 2, fanout: int = 2
+) -> list[dict[str, Any]]:
+    """``fn`` on ``WORLD`` ranks in hosts of ``per_node``; every rank checked to have
+    made its report group on the tree."""
+    report_paths.spawn("tree", fn, WORLD, str(out), *args, per_node=per_node, fanout=fanout)
+    return report_paths.results(out, WORLD)
 
 
 @pytest.fixture(scope="module")
 def both_paths(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    out = tmp_path_factory.mktemp("both")
-    spawn_world(tree_worlds.same_payloads_both_paths, WORLD, str(out))
-    return _results(out)
+    # 4 hosts of 2, fan-out 2: two leader levels.
+    return _on_tree(tmp_path_factory.mktemp("both"), tree_worlds.same_payloads_both_paths)
 
 
 @pytest.fixture(scope="module")
 def detector_tree(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("detector")
-    spawn_world(tree_worlds.detector_on_tree, WORLD, str(out), 4)  # 2 hosts x 4
-    return _results(out)
+    return _on_tree(out, tree_worlds.detector_on_tree, per_node=4, fanout=8)  # 2 hosts x 4
 
 
 def test_the_tree_gives_rank0_the_flat_groups_scores(both_paths: list[dict]) -> None:
@@ -97,8 +101,7 @@ def test_the_detectors_sockets_grow_with_the_host_not_the_job(detector_tree: lis
 
 
 def test_sub_groups_report_on_their_own_trees(tmp_path: Path) -> None:
-    spawn_world(tree_worlds.split_on_tree, WORLD, str(tmp_path))
-    results = _results(tmp_path)
+    results = _on_tree(tmp_path, tree_worlds.split_on_tree)
     half = WORLD // 2
     for first in (0, half):
         result = results[first]
@@ -111,8 +114,7 @@ def test_sub_groups_report_on_their_own_trees(tmp_path: Path) -> None:
 
 
 def test_a_rank_that_skips_a_report_costs_a_timeout_not_a_hang(tmp_path: Path) -> None:
-    spawn_world(tree_worlds.one_rank_skips_on_tree, WORLD, str(tmp_path), TIMEOUT_S)
-    results = _results(tmp_path)
+    results = _on_tree(tmp_path, tree_worlds.one_rank_skips_on_tree, TIMEOUT_S)
     assert all(r["first_ok"] for r in results[:1])
     assert results[SKIPPER]["second"] == "not called"
     assert all(r["second"] is None for i, r in enumerate(results) if i != SKIPPER)

@@ -1,8 +1,8 @@
 """Rank bodies for the report-tree tests (run inside gloo ranks; results to pickles).
 
-Each body sets the report path's environment itself (``PACEKEEPER_REPORT_PATH``,
-``LOCAL_WORLD_SIZE``, ``PACEKEEPER_REPORT_FANOUT``): the job group's rank 0 reads it
-when the detector makes its group, so one machine holds several "hosts"."""
+The tests start them with ``report_paths.spawn("tree", ...)``: the ranks inherit the
+report path's environment (``LOCAL_WORLD_SIZE`` forms the "hosts" on one machine), and
+every rank is checked to have made its report group on the tree."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from gloo_worlds import save, step
 
 from pacekeeper.detector import Detector, gather, report_group, tree_group
 from pacekeeper.detector.own_gloo import OwnGlooGroup
@@ -26,14 +27,6 @@ SLOW = 5
 SECTIONS = ("forward", "backward")
 
 
-def set_path(mode: str, per_node: int, fanout: int = 2) -> None:
-    os.environ.update(
-        PACEKEEPER_REPORT_PATH=mode,
-        LOCAL_WORLD_SIZE=str(per_node),
-        PACEKEEPER_REPORT_FANOUT=str(fanout),
-    )
-
-
 def sockets() -> int:
     """Sockets this process holds (the detector's groups are gloo TCP pairs)."""
     n = 0
@@ -41,11 +34,6 @@ def sockets() -> int:
         with contextlib.suppress(OSError):
             n += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
     return n
-
-
-def save(out_dir: str, rank: int, result: dict[str, Any]) -> None:
-    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
-        pickle.dump(result, f)
 
 
 def _payload(rank: int) -> RankPayload:
@@ -80,7 +68,6 @@ def _run_all(group: Any, rank: int) -> dict[str, Any]:
 
 def same_payloads_both_paths(rank: int, world_size: int, out_dir: str) -> None:
     """The four collectives over one flat group and one tree, on the same payloads."""
-    set_path("tree", per_node=2)
     ranks = range(world_size)
     before = sockets()
     flat = OwnGlooGroup(ranks, rank, 30.0, "test/flat/")
@@ -103,14 +90,11 @@ def same_payloads_both_paths(rank: int, world_size: int, out_dir: str) -> None:
 def _step(rank: int) -> None:
     # Half the throughput: eight ranks sleeping on two busy cores overshoot by a few ms,
     # and the culprit must stay the lowest score through that noise.
-    for name, ms in (("forward", 10.0), ("backward", 15.0)):
-        with Detector.detection_section(name, profile_cuda=False):
-            time.sleep(ms / (0.5 if rank == SLOW and name == "backward" else 1.0) / 1000)
+    step(rank, SLOW, "backward", factor=2.0)
 
 
-def detector_on_tree(rank: int, world_size: int, out_dir: str, per_node: int) -> None:
-    """``Detector`` reporting through the tree: ``per_node`` ranks a host."""
-    set_path("auto" if per_node == 0 else "tree", per_node=max(per_node, 1), fanout=8)
+def detector_on_tree(rank: int, world_size: int, out_dir: str) -> None:
+    """``Detector`` reporting through the tree (hosts as the test's environment says)."""
     Detector.initialize(report_time_interval=3600, kernel_timing="none", node_name=f"h{rank}")
     for _ in range(12):
         _step(rank)
@@ -137,7 +121,6 @@ def detector_on_tree(rank: int, world_size: int, out_dir: str, per_node: int) ->
 
 def split_on_tree(rank: int, world_size: int, out_dir: str) -> None:
     """The job splits into two halves; each reports on its own tree at its own pace."""
-    set_path("tree", per_node=2)
     half = world_size // 2
     low = dist.new_group(list(range(half)))
     high = dist.new_group(list(range(half, world_size)))
@@ -170,7 +153,6 @@ SKIPPER = 7
 
 def one_rank_skips_on_tree(rank: int, world_size: int, out_dir: str, timeout_s: float) -> None:
     """Rank ``SKIPPER`` skips the second report; nobody raises, the job's group goes on."""
-    set_path("tree", per_node=2)
     Detector.initialize(report_time_interval=3600, kernel_timing="none", report_timeout_s=timeout_s)
     for _ in range(4):
         _step(rank)

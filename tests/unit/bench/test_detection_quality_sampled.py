@@ -62,3 +62,23 @@ def test_quick_run_judges_every_policy_on_the_same_scenarios(bench, tmp_path: Pa
     total = [c for c in doc["cells"] if c["family"] == "all" and c["fault"] == "all"]
     assert len(total) == len(dets)
     assert all(c["runs"] == 2 and c["faultyRuns"] == 2 for c in total)  # two slow-GPU runs
+
+
+def test_chunks_merge_into_the_table_of_one_run(bench, tmp_path: Path) -> None:
+    policy = ["--policy", str(ROOT / "docs" / "policies" / "enforce-recommended.yaml")]
+    quick = ["--quick", *policy]
+    bench.main([*quick, "--indices", "6", "7", "--out", str(tmp_path / "one.json")])
+    bench.main([*quick, "--runs", "1", "--first", "6", "--out", str(tmp_path / "a.json")])
+    bench.main([*quick, "--runs", "1", "--first", "7", "--out", str(tmp_path / "b.json")])
+    merged = tmp_path / "m.json"
+    bench.main(
+        ["--merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(merged)]
+    )
+    one, both = (json.loads((tmp_path / n).read_text()) for n in ("one.json", "m.json"))
+    assert both["cells"] == one["cells"]
+    assert both["goals"] == one["goals"]
+    assert both["goals"]["detector"] == "enforce-recommended"
+    assert merged.with_suffix(".md").read_text() == (tmp_path / "one.md").read_text()
+    with pytest.raises(SystemExit, match="two chunks"):
+        bench.main(["--merge", str(tmp_path / "a.json"), str(tmp_path / "one.json"),
+                    "--out", str(tmp_path / "x.json")])  # fmt: skip

@@ -131,6 +131,16 @@ def crds() -> list[Manifest]:
     return [yaml.safe_load(c["data"]) for c in chart().crds]
 
 
+def report_rank_schema() -> dict[str, Any]:
+    """The StragglerReport CRD's schema of one rank of ``status.report`` (the fields
+    the API server keeps; the rest it prunes)."""
+    (crd,) = [c for c in crds() if c["metadata"]["name"] == "stragglerreports.pacekeeper.dev"]
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    report = schema["properties"]["status"]["properties"]["report"]
+    items: dict[str, Any] = report["properties"]["ranks"]["items"]
+    return items
+
+
 def one(objects: list[Manifest], kind: str, name_suffix: str = "") -> Manifest:
     found = [
         o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(name_suffix)

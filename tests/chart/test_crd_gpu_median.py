@@ -6,24 +6,15 @@ data skew as a slow GPU again."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
-from chart_render import crds, validate
+from chart_render import report_rank_schema, validate
 
 from pacekeeper.detector.reporters.k8s_status import build_status, new_object
 from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
 
 
-def _rank_schema() -> dict[str, Any]:
-    (crd,) = [c for c in crds() if c["metadata"]["name"] == "stragglerreports.pacekeeper.dev"]
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    report = schema["properties"]["status"]["properties"]["report"]
-    items: dict[str, Any] = report["properties"]["ranks"]["items"]
-    return items
-
-
 def test_the_crd_names_the_gpu_median_so_it_is_not_pruned() -> None:
-    prop = _rank_schema()["properties"]["gpuIndividualMedian"]
+    prop = report_rank_schema()["properties"]["gpuIndividualMedian"]
     assert prop["type"] == "number"
     assert prop["minimum"] == 0
 

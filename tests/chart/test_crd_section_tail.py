@@ -5,24 +5,15 @@ would read every Kubernetes report without the tail."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
-from chart_render import crds, validate
+from chart_render import report_rank_schema, validate
 
 from pacekeeper.detector.reporters.k8s_status import build_status, new_object
 from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
 
 
-def _rank_schema() -> dict[str, Any]:
-    (crd,) = [c for c in crds() if c["metadata"]["name"] == "stragglerreports.pacekeeper.dev"]
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    report = schema["properties"]["status"]["properties"]["report"]
-    items: dict[str, Any] = report["properties"]["ranks"]["items"]
-    return items
-
-
 def test_the_crd_names_section_tail_so_it_is_not_pruned() -> None:
-    props = _rank_schema()["properties"]
+    props = report_rank_schema()["properties"]
     assert props["sectionTail"]["type"] == "object"
     assert props["sectionTail"]["additionalProperties"]["minimum"] == 0
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from pacekeeper.detector.reports import RankInfo, Report, to_score_report
+from pacekeeper.detector.reports import RankInfo, Report, report_fields, to_score_report
 from pacekeeper.detector.score_report import (
     SCHEMA_VERSION,
     JobIdentity,
@@ -89,18 +89,12 @@ def test_weighted_median_values_and_missing_entries() -> None:
 
 
 def _report(median: float | None) -> ScoreReport:
-    report = Report(
-        gpu_relative_perf_scores={0: 1.0, 1: 0.9},
-        section_relative_perf_scores={},
-        gpu_individual_perf_scores={0: 1.0, 1: 0.87},
-        section_individual_perf_scores={},
-        rank_to_node={0: "n0", 1: "n0"},
-        local_section_summaries={},
-        local_kernel_summaries={},
-        generate_report_elapsed_time=0.0,
-        gather_on_rank0=True,
-        rank=0,
-    )
+    # NVRx's report with only what these ranks need: no sections, two GPU scores.
+    nvrx: dict[str, object] = {key: {} for key in report_fields()}
+    nvrx |= {"gpu_individual_perf_scores": {0: 1.0, 1: 0.87}, "rank": 0,
+             "rank_to_node": {0: "n0", 1: "n0"}, "generate_report_elapsed_time": 0.0,
+             "gather_on_rank0": True}  # fmt: skip
+    report = Report(**nvrx)  # type: ignore[arg-type]
     infos = {
         0: RankInfo(rank=0, node="n0", gpu_individual_median=math.nan),
         1: RankInfo(rank=1, node="n0", gpu_individual_median=median),

@@ -28,13 +28,7 @@
 #             NVRx checkout in $NVRX_CHECKOUT (default .nvrx/: its tests/straggler, carried);
 #             log in $OUT/nvrx_tests.log, JUnit XML in $OUT/nvrx_junit.xml
 set -uo pipefail
-OUT=${OUT:-/tmp/pk-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-mkdir -p /tmp/pk/pacekeeper
-for d in detector cupti_ext controller; do ln -sfn "$PWD/$d" "/tmp/pk/pacekeeper/$d"; done
-export PYTHONPATH=/tmp/pk:/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh"
 PYTEST=(python3 -m pytest -c /dev/null --rootdir . -p no:cacheprovider -ra
         -W ignore::pytest.PytestConfigWarning --timeout 300)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/machine.txt"

@@ -13,15 +13,9 @@ set -uo pipefail
 first=${1:?first scenario index}
 runs=${2:?number of scenarios}
 shift 2
-OUT=${OUT:-/tmp/pk-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-mkdir -p /tmp/pk/pacekeeper
-for d in detector cupti_ext controller; do ln -sfn "$PWD/$d" "/tmp/pk/pacekeeper/$d"; done
+source "$(dirname "$0")/device_env.sh"
 # One process a core: numpy's own threads would only contend with the pool's.
-export PYTHONPATH=/tmp/pk:/tmp/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 \
-    OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 jobs=${JOBS:-$(nproc)}
 echo "cores $jobs, indices $first..$((first + runs - 1)), commit $(git rev-parse --short HEAD 2>/dev/null)"
 python3 bench/detection_quality.py --policy docs/policies/enforce-recommended.yaml \

@@ -29,7 +29,7 @@ from pacekeeper.controller.simulation.sampled_quality import RunResult
 
 def indices(family: str | None, fault: str | None, count: int, first: int) -> list[int]:
     """The first ``count`` scenario indices (from ``first``) of the family and fault."""
-    out = []
+    out: list[int] = []
     i = first
     while len(out) < count:
         fam = sampler.FAMILIES[i % len(sampler.FAMILIES)]

@@ -94,7 +94,7 @@ def _report(median: float | None) -> ScoreReport:
     nvrx |= {"gpu_individual_perf_scores": {0: 1.0, 1: 0.87}, "rank": 0,
              "rank_to_node": {0: "n0", 1: "n0"}, "generate_report_elapsed_time": 0.0,
              "gather_on_rank0": True}  # fmt: skip
-    report = Report(**nvrx)  # type: ignore[arg-type]
+    report = Report(**nvrx)
     infos = {
         0: RankInfo(rank=0, node="n0", gpu_individual_median=math.nan),
         1: RankInfo(rank=1, node="n0", gpu_individual_median=median),

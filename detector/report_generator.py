@@ -2,15 +2,20 @@
 
 Code ported from NVRx builds ``ReportGenerator(scores_to_compute, gather_on_rank0=,
 pg=, node_name=)`` and calls ``generate_report(section_summaries, kernel_summaries)``
-with ``{name: {Statistic: value}}`` mappings on every rank of ``pg``. This class takes
-the same calls and scores with pacekeeper's own rules (``payload.score_payloads``, the
-code ``Detector`` reports with): each rank packs its medians, kernel time totals and
-individual scores into a ``RankPayload``, the payloads are all-gathered over ``pg``,
-and each rank (or rank 0 alone, with ``gather_on_rank0``) scores them. The individual
-baseline is ``RecentBest``'s, as the detector's (docs/detector.md, "Individual
-baseline"). ``name_mapper`` numbers names as NVRx's does: every rank's sections in rank
-order, then every rank's kernels, the same ids on every rank, and only when the
-scores need the group (relative scores or ``gather_on_rank0``).
+with ``{name: {Statistic: value}}`` mappings on every rank of ``pg``. Each rank packs
+its medians, kernel time totals and individual scores into a ``RankPayload``, the
+payloads are all-gathered over ``pg``, and each rank (or rank 0 alone, with
+``gather_on_rank0``) scores them.
+
+Built as NVRx builds it, the generator scores by NVRx's rules (``nvrx_scores``: common
+kernels and sections only, the smallest median ever as the individual baseline, NVRx's
+communication-kernel filter) and keys scores and ``rank_to_node`` by rank in ``pg``, as
+NVRx does. ``rules="pacekeeper"`` scores with pacekeeper's own rules instead
+(``payload.score_payloads``, the code ``Detector`` reports with; ``RecentBest``
+baselines), keyed by global rank (docs/detector.md, "Differences from NVRx").
+``name_mapper`` numbers names as NVRx's does: every rank's sections in rank order, then
+every rank's kernels, the same ids on every rank, and only when the scores need the
+group (relative scores or ``gather_on_rank0``).
 
 ``Detector.reporter`` is a view of the running detector (``reporter_view``); it is
 registered as a virtual subclass, so ``isinstance(Detector.reporter, ReportGenerator)``
@@ -24,14 +29,14 @@ import math
 import time
 from abc import ABCMeta
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from . import scoring
+from . import nvrx_scores, scoring
 from .baselines import RecentBest
-from .payload import KeyIds, RankPayload, score_payloads
-from .reporter_view import NameMapper
+from .name_mapper import NameMapper
+from .payload import KeyIds, RankPayload, Scores, score_payloads
 from .reporter_view import ReportGenerator as _DetectorView
 from .reports import RankInfo, Report, Statistic
 
@@ -40,6 +45,7 @@ log = logging.getLogger(__name__)
 Summaries = Mapping[str, Mapping[Statistic, float]]
 
 _SCORE_KINDS = ("relative_perf_scores", "individual_perf_scores")
+Rules = Literal["nvrx", "pacekeeper"]
 _MS_NS = 1e6
 """Section summaries are in milliseconds, kernel summaries in microseconds (NVRx's
 units); both become nanoseconds, the unit of ``RankPayload``."""
@@ -108,7 +114,13 @@ class ReportGenerator(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for register()
         gather_on_rank0: bool = True,
         pg: Any = None,
         node_name: str = "<notset>",
+        *,
+        rules: Rules = "nvrx",
     ) -> None:
+        if rules not in ("nvrx", "pacekeeper"):
+            raise ValueError(f"rules: {rules!r}, expected 'nvrx' or 'pacekeeper'")
+        self.rules: Rules = rules
+        """Whose scoring rules: NVRx's (``nvrx_scores``) or pacekeeper's (``payload``)."""
         self.is_computing_rel_scores, self.is_computing_indiv_scores = _score_kinds(
             scores_to_compute
         )
@@ -116,9 +128,11 @@ class ReportGenerator(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for register()
         self.group = pg
         self.rank, self.world_size, self._global_rank = _group_rank_size(pg)
         self.node_name = str(node_name)
-        self.name_mapper = NameMapper()
+        self.name_mapper = NameMapper(pg=pg)
         self.rank_to_node: dict[int, str] = {}
         self._baselines = RecentBest()
+        self._best_sections = nvrx_scores.RunningMinimum()
+        self._best_kernels = nvrx_scores.RunningMinimum()
         self._ids = KeyIds()
 
     def generate_report(
@@ -130,9 +144,7 @@ class ReportGenerator(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for register()
         key; a failed collective is logged and gives None (never raised into training)."""
         start = time.perf_counter_ns()
         self.rank, self.world_size, self._global_rank = _group_rank_size(self.group)
-        from pacekeeper.cupti_ext.kernel_keys import is_comm_kernel
-
-        kernels = {k: v for k, v in kernel_summaries.items() if not is_comm_kernel(k)}
+        kernels = {k: v for k, v in kernel_summaries.items() if not self._is_comm_kernel(k)}
         local = self._local_payload(section_summaries, kernels)
         try:
             payloads = self._exchange(local)
@@ -145,6 +157,13 @@ class ReportGenerator(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for register()
             return None
         return self._report(payloads, section_summaries, kernels, start)
 
+    def _is_comm_kernel(self, name: str) -> bool:
+        if self.rules == "nvrx":
+            return nvrx_scores.is_comm_kernel(name)
+        from pacekeeper.cupti_ext.kernel_keys import is_comm_kernel
+
+        return is_comm_kernel(name)
+
     def _uses_group(self) -> bool:
         return self.is_computing_rel_scores or self.gather_on_rank0
 
@@ -154,7 +173,13 @@ class ReportGenerator(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for register()
         k_tot = _kernel_totals(kernels, k_names)
         s_ind = np.full(len(s_names), math.nan)
         gpu_ind = math.nan
-        if self.is_computing_indiv_scores:
+        if self.is_computing_indiv_scores and self.rules == "nvrx":
+            times = _times(s_names, s_med, k_names, k_med, k_tot)
+            gpu_ind, by_name = nvrx_scores.individual_scores(
+                times, self._best_sections, self._best_kernels
+            )
+            s_ind = np.array([by_name[n] for n in s_names], dtype=np.float64)
+        elif self.is_computing_indiv_scores:
             keys = [("s", n) for n in s_names] + [("k", n) for n in k_names]
             base = self._baselines.update_many(keys, np.concatenate([s_med, k_med]))
             s_ind = scoring.individual_scores(s_med, base[: len(s_names)])
@@ -199,13 +224,21 @@ class ReportGenerator(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for register()
         for p in payloads:
             names.update(p.names)
         rel, ind = self.is_computing_rel_scores, self.is_computing_indiv_scores
-        me = None if self.gather_on_rank0 else self._global_rank
-        scores = score_payloads(payloads, names, relative=rel, individual=ind, only_rank=me)
-        if me is None:
-            ranks = [p.info.rank for p in payloads]
+        if self.rules == "nvrx":
+            scores = self._nvrx_scores(payloads, names)
+            me = None if self.gather_on_rank0 else self.rank
+        else:
+            me = None if self.gather_on_rank0 else self._global_rank
+            scores = score_payloads(payloads, names, relative=rel, individual=ind, only_rank=me)
+        if self.gather_on_rank0:
+            ranks = (
+                list(range(len(payloads)))
+                if self.rules == "nvrx"
+                else [p.info.rank for p in payloads]
+            )
             listed: Iterable[str] = self.name_mapper.section_name_to_id
         else:
-            ranks, listed = [me], list(sections)
+            ranks, listed = [self.rank if self.rules == "nvrx" else self._global_rank], sections
         scores = scores.nan_filled(ranks, listed, relative=rel, individual=ind)
         self.rank_to_node = dict(scores.rank_to_node)
         return Report(
@@ -220,6 +253,53 @@ class ReportGenerator(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for register()
             gather_on_rank0=self.gather_on_rank0,
             rank=me,
         )
+
+    def _nvrx_scores(self, payloads: list[RankPayload], names: Mapping[int, str]) -> Scores:
+        """NVRx's scores of the ranks this rank reports (all with ``gather_on_rank0``,
+        else itself), keyed by rank in ``pg``: payloads arrive in group-rank order."""
+        rel, ind = self.is_computing_rel_scores, self.is_computing_indiv_scores
+        if self.gather_on_rank0:
+            reported = [(i, i) for i in range(len(payloads))]  # (payload index, rank)
+        else:  # only this rank's payload when no relative score needs the group's
+            reported = [(self.rank if len(payloads) > 1 else 0, self.rank)]
+        relative = (
+            nvrx_scores.relative_scores([_payload_times(p, names) for p in payloads]) if rel else []
+        )
+        out = Scores({}, {}, {}, {}, {})
+        for i, r in reported:
+            p = payloads[i]
+            out.rank_to_node[r] = p.info.node
+            if rel:
+                out.gpu_relative[r] = relative[i][0]
+                for name, v in relative[i][1].items():
+                    out.section_relative.setdefault(name, {})[r] = v
+            if ind:
+                out.gpu_individual[r] = p.gpu_individual
+                for sid, v in zip(
+                    p.section_ids.tolist(), p.section_individual.tolist(), strict=True
+                ):
+                    out.section_individual.setdefault(names[sid], {})[r] = v
+        return out
+
+
+def _times(
+    s_names: list[str], s_med: np.ndarray, k_names: list[str], k_med: np.ndarray, k_tot: np.ndarray
+) -> nvrx_scores.RankTimes:
+    return nvrx_scores.RankTimes(
+        dict(zip(s_names, s_med.tolist(), strict=True)),
+        dict(zip(k_names, k_med.tolist(), strict=True)),
+        dict(zip(k_names, k_tot.tolist(), strict=True)),
+    )
+
+
+def _payload_times(p: RankPayload, names: Mapping[int, str]) -> nvrx_scores.RankTimes:
+    return _times(
+        [names[i] for i in p.section_ids.tolist()],
+        p.section_median_ns,
+        [names[i] for i in p.kernel_ids.tolist()],
+        p.kernel_median_ns,
+        p.kernel_total_ns,
+    )
 
 
 ReportGenerator.register(_DetectorView)

@@ -57,7 +57,9 @@ def generate(rank: int, world_size: int, out_dir: str) -> None:
     del world_size
     result: dict[bool, Any] = {}
     for gather in (True, False):
-        gen = reporting.ReportGenerator(KINDS, gather_on_rank0=gather, node_name=f"node{rank}")
+        gen = reporting.ReportGenerator(
+            KINDS, gather_on_rank0=gather, node_name=f"node{rank}", rules="pacekeeper"
+        )
         gen.generate_report(scaled(sections(0), 0.5), kernel_summaries=scaled(kernels(0), 0.5))
         report = gen.generate_report(sections(rank), kernel_summaries=kernels(rank))
         mapper = gen.name_mapper

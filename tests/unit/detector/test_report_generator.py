@@ -24,7 +24,9 @@ def summary(med: float, num: int = 4, avg: float | None = None) -> dict[Statisti
 
 
 def test_individual_scores_against_the_ranks_own_baseline_weighted_by_time() -> None:
-    gen = reporting.ReportGenerator(["individual_perf_scores"], gather_on_rank0=False)
+    gen = reporting.ReportGenerator(
+        ["individual_perf_scores"], gather_on_rank0=False, rules="pacekeeper"
+    )
     gen.generate_report(
         {"fwd": summary(2.0)}, kernel_summaries={"A": summary(1.0), "B": summary(3.0)}
     )
@@ -43,7 +45,7 @@ def test_individual_scores_against_the_ranks_own_baseline_weighted_by_time() -> 
 
 
 def test_one_rank_relative_scores_are_one_and_comm_kernels_are_left_out() -> None:
-    gen = reporting.ReportGenerator(["relative_perf_scores"], node_name="n0")
+    gen = reporting.ReportGenerator(["relative_perf_scores"], node_name="n0", rules="pacekeeper")
     report = gen.generate_report(
         {"fwd": summary(5.0)},
         kernel_summaries={"ncclDevKernel_AllReduce_Sum": summary(9.0), "A": summary(3.0)},

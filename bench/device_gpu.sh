@@ -26,7 +26,9 @@
 #   cupti134  the backend's and the shared-CUPTI GPU tests with CUPTI 13.4, cupti-python 13.4
 #   nvrx      NVRx's own straggler tests, imports swapped (tests/nvrx_own_tests.py), from the
 #             NVRx checkout in $NVRX_CHECKOUT (default .nvrx/: its tests/straggler, carried);
-#             log in $OUT/nvrx_tests.log, JUnit XML in $OUT/nvrx_junit.xml
+#             log in $OUT/nvrx_tests.log, JUnit XML in $OUT/nvrx_junit.xml; $NVRX_TIMEOUT_S
+#             bounds the step, $NVRX_TEST_TIMEOUT_S each test, $NVRX_ARGS adds pytest
+#             arguments (-n 4: pytest-xdist, on the machine)
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 PYTEST=(python3 -m pytest -c /dev/null --rootdir . -p no:cacheprovider -ra
@@ -116,7 +118,8 @@ for step in "$@"; do
         python3 -m pip list 2>/dev/null | grep -i -E "^(pytest|cupti|cuda|nvidia-cuda-cupti|numpy)" \
             | tee -a "$OUT/machine.txt"
         timeout "${NVRX_TIMEOUT_S:-360}" python3 tests/nvrx_own_tests.py "${NVRX_CHECKOUT:-.nvrx}" \
-            -rA -v --timeout 60 --durations 12 --junitxml "$OUT/nvrx_junit.xml" 2>&1 \
+            -rA -v --timeout "${NVRX_TEST_TIMEOUT_S:-60}" ${NVRX_ARGS:-} --durations 12 \
+            --junitxml "$OUT/nvrx_junit.xml" 2>&1 \
             | tee "$OUT/nvrx_tests.log" | grep -E "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed|s (call|setup) "
         ;;
     *) echo "unknown step $step"; exit 2 ;;

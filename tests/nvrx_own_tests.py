@@ -7,7 +7,11 @@ Copies ``<checkout>/tests/straggler`` into a scratch directory outside this repo
 an NVRx user switching would (``from nvidia_resiliency_ext.attribution import
 straggler`` -> ``from pacekeeper import detector as straggler``, and the submodule
 paths likewise), and runs pytest on the copy with this interpreter. Prints pytest's
-summary; the exit status is pytest's. docs/testing.md records the latest result and
+summary; the exit status is pytest's. A conftest of this runner's (not NVRx's) ends
+the rank processes a failed test leaves behind (stuck in a collective whose peer died),
+which would otherwise hold pytest at exit while multiprocessing joins them; on the GPU
+machine, 2026-12-05 14:15 UTC, ten such tests (30 s each) used up the step's time
+limit and looked like a hang in the next one. docs/testing.md records the latest result and
 docs/detector.md names the tests of NVRx internals that are expected to fail.
 """
 
@@ -30,6 +34,23 @@ _SWAPS = (
 )
 
 
+_CONFTEST = '''"""pacekeeper's runner: end the ranks a test left alive."""
+import multiprocessing
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _end_left_ranks():
+    yield
+    for child in multiprocessing.active_children():
+        child.terminate()
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+'''
+
+
 def swap_imports(source: str) -> str:
     for pattern, replacement in _SWAPS:
         source = pattern.sub(replacement, source)
@@ -45,6 +66,7 @@ def prepare(checkout: Path, scratch: Path) -> Path:
     shutil.copytree(tests, dest)
     for path in dest.rglob("*.py"):
         path.write_text(swap_imports(path.read_text()))
+    (dest / "conftest.py").write_text(_CONFTEST)
     return dest
 
 

@@ -70,3 +70,17 @@ def generate(rank: int, world_size: int, out_dir: str) -> None:
         }
     with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
         pickle.dump(result, f)
+
+
+def subgroup(rank: int, world_size: int, out_dir: str) -> None:
+    """Ranks 1 and 2 report over a sub-group, NVRx's rules; rank 0 only creates it."""
+    import torch.distributed as dist
+
+    del world_size
+    group = dist.new_group([1, 2])
+    if rank == 0:
+        return
+    gen = reporting.ReportGenerator(KINDS, pg=group, node_name=f"node{rank}")
+    report = gen.generate_report(sections(rank), kernel_summaries=kernels(rank))
+    with open(os.path.join(out_dir, f"sub{rank}.pkl"), "wb") as f:
+        pickle.dump(pickle.dumps(report), f)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,3 +72,18 @@ def test_name_ids_are_the_same_on_every_rank(ranks: Ranks, gather: bool) -> None
     tables = [(ranks[r][gather]["sections"], ranks[r][gather]["kernels"]) for r in range(WORLD)]
     assert all(t == tables[0] for t in tables)
     assert tables[0] == ({"fwd": 0, "only_rank0": 1}, {"A": 0, "B": 1})
+
+
+def test_nvrx_rules_key_scores_by_rank_in_pg(tmp_path: Path) -> None:
+    """As NVRx's: on a sub-group of global ranks 1 and 2, rank 1 is rank 0 of ``pg`` and
+    reports for both under their ranks in ``pg``. Rank 1 is 2x slow in kernel A
+    ((0.5 * 20 + 1 * 4) / 24), rank 2 in kernel B ((1 * 10 + 0.5 * 8) / 18); the NCCL
+    kernel is not scored. The first window sets
+    each rank's baseline (individual scores 1.0)."""
+    spawn_world(report_generator_ranks.subgroup, WORLD, str(tmp_path))
+    report = pickle.loads(pickle.loads((tmp_path / "sub1.pkl").read_bytes()))
+    assert pickle.loads(pickle.loads((tmp_path / "sub2.pkl").read_bytes())) is None
+    assert report.gpu_relative_perf_scores == pytest.approx({0: 14 / 24, 1: 14 / 18})
+    assert report.section_relative_perf_scores["fwd"] == pytest.approx({0: 1.0, 1: 2 / 3})
+    assert report.gpu_individual_perf_scores == pytest.approx({0: 1.0, 1: 1.0})
+    assert report.rank_to_node == {0: "node1", 1: "node2"}

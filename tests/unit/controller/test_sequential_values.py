@@ -124,3 +124,25 @@ def test_a_mixed_job_gives_each_rank_its_own_row() -> None:
         sq.RankTest(),
     ]
     same(own(*tests), [expected_own(t) for t in tests])
+
+
+def test_without_history_the_scale_is_the_windows_censored_spread() -> None:
+    # Deviations -0.2 .. 0.2 in steps of 0.1: upper quartile 0.1 above the median 0,
+    # over the standard normal's 0.6745.
+    scores = {r: math.exp(-0.1 * r) for r in range(5)}
+    got = sq.advance({}, scores, shift=sq.shift_for(0.9))
+    assert [t.scale for t in got.values()] == pytest.approx([0.1 / sq.Q75] * 5, rel=1e-9)
+
+
+def test_a_rank_without_history_takes_the_peers_median_scale() -> None:
+    # Ranks 0-4 each have their own scale (ROUGH times 0.01 .. 0.05), rank 5 none yet;
+    # identical scores give no spread, so rank 5's scale is the median of the others'.
+    tests = {
+        sq.Rank(r): sq.RankTest(history=tuple(0.01 * (r + 1) * v for v in ROUGH)) for r in range(5)
+    }
+    got = sq.advance(tests, dict.fromkeys(range(6), 1.0), shift=sq.shift_for(0.9))
+    unit = 1.4826 / math.sqrt(2.0)
+    assert got[sq.Rank(5)].scale == pytest.approx(0.03 * unit, rel=1e-9)
+    assert [got[sq.Rank(r)].scale for r in range(5)] == pytest.approx(
+        [max(0.01 * (r + 1), 0.03) * unit for r in range(5)], rel=1e-9
+    )

@@ -32,11 +32,9 @@ class NameMapper(_Tables):
     ) -> None:
         """Collective over ``pg`` when torch.distributed is initialized: every rank calls it."""
         gathered: list[Any] = [(list(section_names), list(kernel_names))]
-        try:
-            import torch.distributed as dist
-        except ImportError:  # pragma: no cover - torch is a dependency of the detector
-            dist = None
-        if dist is not None and dist.is_available() and dist.is_initialized():
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
             size = dist.get_world_size(self.group)
             if size > 1:
                 out: list[Any] = [None] * size

@@ -14,9 +14,11 @@ first=${1:?first scenario index}
 runs=${2:?number of scenarios}
 shift 2
 source "$(dirname "$0")/device_env.sh"
-# One process a core: numpy's own threads would only contend with the pool's.
+# One process a core. The count is taken before OMP_NUM_THREADS is set: GNU nproc
+# honours that variable, and read after it a 16-core host ran one process (2026-12-05).
+jobs=${JOBS:-$(nproc --all)}
+# numpy's own threads would only contend with the pool's.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-jobs=${JOBS:-$(nproc)}
 echo "cores $jobs, indices $first..$((first + runs - 1)), commit $(git rev-parse --short HEAD 2>/dev/null)"
 python3 bench/detection_quality.py --policy docs/policies/enforce-recommended.yaml \
     --jobs "$jobs" --first "$first" --runs "$runs" --out "$OUT/dq_$first.json" "$@" \

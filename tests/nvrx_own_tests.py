@@ -10,9 +10,10 @@ paths likewise), and runs pytest on the copy with this interpreter. Prints pytes
 summary; the exit status is pytest's. A conftest of this runner's (not NVRx's) ends
 the rank processes a failed test leaves behind (stuck in a collective whose peer died),
 which would otherwise hold pytest at exit while multiprocessing joins them; on the GPU
-machine, 2026-12-05 14:15 UTC, ten such tests (30 s each) used up the step's time
-limit and looked like a hang in the next one. docs/testing.md records the latest result and
-docs/detector.md names the tests of NVRx internals that are expected to fail.
+machine, 2026-12-05 14:15 UTC, eight failed multi-rank tests (30 s each) used up the
+step's time limit and looked like a hang in the next one. docs/testing.md records the
+latest result and docs/detector.md names the tests of NVRx internals that are expected
+to fail.
 """
 
 from __future__ import annotations

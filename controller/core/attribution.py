@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from operator import attrgetter
 from typing import assert_never
 
 import numpy as np
 
-from pacekeeper.controller.core import peers, rank_columns, structure_pattern
+from pacekeeper.controller.core import peers, rank_columns, rank_table, structure_pattern
 from pacekeeper.controller.core.ids import NodeName, Rank
+from pacekeeper.controller.core.node_digests import NodeDigest, NodeDigests
 from pacekeeper.controller.core.peer_stats import F64, I64
 from pacekeeper.controller.core.policy import Policy, ScoreKind, ScoreSelector
 from pacekeeper.controller.core.state import HistoryEntry
@@ -53,15 +53,6 @@ class Finding(StrEnum):
 
 
 @dataclass(slots=True)
-class NodeDigest:
-    ranks: int = 0
-    measured: int = 0
-    unknown: int = 0
-    below: list[int] = field(default_factory=list)
-    min_score: float | None = None
-
-
-@dataclass(slots=True)
 class Digest:
     """One report reduced to what the engine needs; built in one pass over the ranks."""
 
@@ -73,7 +64,7 @@ class Digest:
     """Rank -> score, for ranks strictly below ``thresholds.act``."""
     unknown: list[int]
     insufficient: list[int]
-    nodes: dict[NodeName, NodeDigest]
+    nodes: NodeDigests
     node_of: dict[int, NodeName]
     """Node of each below rank."""
     pod_of: dict[int, str]
@@ -87,7 +78,7 @@ class Digest:
         if rank in self.below or rank in self.unknown or rank in self.insufficient:
             return False
         if self._listed is None:
-            self._listed = {r.rank for r in self.report.ranks}
+            self._listed = set(rank_columns.numbers(self.report.ranks).tolist())
         return rank in self._listed
 
     def ray_workers(self, ranks: list[int]) -> list[dict[str, object]]:
@@ -165,10 +156,9 @@ class Digest:
         a job without a topology whose first reports showed slow ranks reads them)."""
         if self.values is None:
             return {}
-        ranks = self.report.ranks
         ok = ~np.isnan(self.values)
         # Whole columns, not a lookup per rank: 131,072 of them cost ~100 ms a report.
-        numbers = np.fromiter(map(attrgetter("rank"), ranks), np.int64, len(ranks))
+        numbers = rank_columns.numbers(self.report.ranks)
         return dict(zip(numbers[ok].tolist(), self.values[ok].tolist(), strict=True))
 
     def slower_than_known(self, ratio: float) -> frozenset[int]:
@@ -209,7 +199,8 @@ class Digest:
     def measured_ranks(self) -> set[int]:
         """Listed ranks with a usable score (below or not)."""
         skip = set(self.unknown) | set(self.insufficient)
-        return {r.rank for r in self.report.ranks if r.rank not in skip}
+        listed = rank_columns.numbers(self.report.ranks).tolist()
+        return set(listed).difference(skip) if skip else set(listed)
 
     def node_state(self, node: NodeName, recover: float) -> str:
         """``recovered`` | ``below`` | ``between`` | ``unknown`` | ``unlisted`` |
@@ -301,6 +292,13 @@ def digest(
     threshold only when its node's minimum (over every score kind, so a lower bound of
     the selected one) is; otherwise it is Unknown too.
     """
+    with rank_table.reading():
+        return _digest(report, policy, calibration)
+
+
+def _digest(
+    report: ScoreReport, policy: Policy, calibration: peers.GpuCalibration | None
+) -> Digest:
     judged = peers.judge(report, policy, score_getter(policy.score), calibration)
     ranks = report.ranks
     act = policy.thresholds.act
@@ -317,28 +315,25 @@ def digest(
     with np.errstate(invalid="ignore"):
         low = usable & (values < act)
     # Nodes in the order the report first names them (their ranks need not come together).
-    names = list(map(attrgetter("node"), ranks))
-    index = {name: i for i, name in enumerate(dict.fromkeys(names))}
-    code = np.fromiter(map(index.__getitem__, names), np.int64, len(names))
+    code, index = rank_columns.node_codes(ranks)
     per_node = np.bincount(code, minlength=len(index)).tolist()
     measured_per = np.bincount(code[usable], minlength=len(index)).tolist()
     node_min = np.full(len(index), np.inf)
     np.minimum.at(node_min, code[usable], values[usable])
-    nodes: dict[NodeName, NodeDigest] = {}
-    for name, n, m, lo in zip(index, per_node, measured_per, node_min.tolist(), strict=True):
-        nodes[NodeName(name)] = NodeDigest(n, m, n - m, [], lo if m else None)
+    below_of: dict[int, list[int]] = {}
     below: dict[int, float] = {}
     node_of: dict[int, NodeName] = {}
     pod_of: dict[int, str] = {}
     for i, s in zip(np.flatnonzero(low).tolist(), values[low].tolist(), strict=True):
         r = ranks[i]
         below[r.rank] = s
-        nodes[NodeName(r.node)].below.append(r.rank)
+        below_of.setdefault(index[r.node], []).append(r.rank)
         node_of[r.rank] = NodeName(r.node)
         if r.pod:
             pod_of[r.rank] = r.pod
-    unknown = [ranks[i].rank for i in np.flatnonzero(~known).tolist()]
-    insufficient = [ranks[i].rank for i in np.flatnonzero(known & ~usable).tolist()]
+    numbers = rank_columns.numbers(ranks)
+    unknown = numbers[~known].tolist()
+    insufficient = numbers[known & ~usable].tolist()
     worst_rank: int | None = None
     worst_score: float | None = None
     if usable.any():
@@ -346,6 +341,7 @@ def digest(
         i = int(at[np.argmin(values[at])])  # the first of the lowest, in report order
         worst_rank, worst_score = ranks[i].rank, float(values[i])
     measured = int(np.count_nonzero(usable))
+    nodes = NodeDigests(index, per_node, measured_per, node_min.tolist(), below_of)
     if report.truncated:
         _fill_truncated(report, act, nodes)
     omitted = report.summary.omitted_nodes
@@ -417,7 +413,7 @@ def learn_early(
     return with_pattern(layout, d, policy.thresholds.act, learn=True)
 
 
-def _fill_truncated(report: ScoreReport, act: float, nodes: dict[NodeName, NodeDigest]) -> None:
+def _fill_truncated(report: ScoreReport, act: float, nodes: NodeDigests) -> None:
     """The listed nodes' unlisted ranks: fine when the node's minimum is, else Unknown.
     Nodes in ``summary.omittedNodes`` get no entry: they are only counted."""
     for ns in report.summary.nodes:

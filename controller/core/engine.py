@@ -20,7 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from pacekeeper.controller.core import hardware_memory, job_decisions, job_window, mark_records
+from pacekeeper.controller.core import (
+    hardware_memory,
+    job_decisions,
+    job_window,
+    mark_records,
+    rank_table,
+)
 from pacekeeper.controller.core.decisions import Decision
 from pacekeeper.controller.core.job_decisions import EVIDENCE_RANKS_CAP, REGROUPING_ACTIONS
 from pacekeeper.controller.core.mark_records import CONFIRM_GRACE
@@ -49,6 +55,12 @@ class Outcome:
 
 def decide(window: Window, state: State, policies: PolicyDocument, now: datetime) -> Outcome:
     """Decide on every job in ``window``; jobs not in it keep their state untouched."""
+    # Each report's columns are read once for the whole call (``rank_table``).
+    with rank_table.reading():
+        return _decide(window, state, policies, now)
+
+
+def _decide(window: Window, state: State, policies: PolicyDocument, now: datetime) -> Outcome:
     run = Run(policies, now, state, window.cluster)
     run.hardware = hardware_memory.aged(run.hardware, now, policies.hardware_memory)
     mark_records.reconcile(run)

@@ -84,10 +84,7 @@ def host_scores(
         out[alone] = lone[alone]
     if not slow.any():
         return out
-    index: dict[str, int] = {}
-    node = np.fromiter(
-        (index.setdefault(r.node, len(index)) for r in ranks), dtype=np.int64, count=n
-    )
+    node, index = rank_columns.node_codes(ranks)
     listed = np.bincount(node, weights=np.isfinite(host), minlength=len(index))
     below = np.bincount(node, weights=slow, minlength=len(index))
     agree = below >= np.maximum(MIN_NODE_RANKS, np.ceil(listed / 2))
@@ -117,11 +114,9 @@ def _lone(  # noqa: PLR0917 (the ranks, their sections, and how to judge them)
     only its peers: a rank that always did more (rank 0 logs) has not changed, and a
     fast GPU hides a stall from the peer comparison (its sections are as slow as the
     median's) but not from its own past."""
-    n = len(ranks)
-    ind = np.array(
-        [[r.section_individual.get(name) for name in names] for r in ranks], dtype=np.float64
-    ).reshape(n, len(names))
-    gpu = _usable(np.array([r.gpu_individual for r in ranks], dtype=np.float64))
+    ind_names, ind_block = rank_columns.section_block(ranks, "section_individual")
+    ind = rank_columns.aligned(ind_names, ind_block, list(names))
+    gpu = _usable(rank_columns.floats(ranks, "gpu_individual"))
     change = ind / np.minimum(gpu, 1.0)[:, None]
     keys = [score_key("sectionIndividual", name) for name in names]
     ref, mad = groups.references(change, None, keys)
@@ -139,7 +134,8 @@ def _sections(ranks: Sequence[RankScores]) -> tuple[list[str], F64]:
     values are taken as they are, without a lookup per value (16,384 ranks a report)."""
     # One C pass over the mappings (a tuple per rank to compare shapes woke the garbage
     # collector, which then walks the whole report).
-    return rank_columns.section_block(ranks, "section_relative")
+    block: tuple[list[str], F64] = rank_columns.section_block(ranks, "section_relative")
+    return block
 
 
 def _gpu_speed(

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pacekeeper.controller.core.rank_columns import any_given, any_true
+from pacekeeper.controller.core.rank_table import table
 from pacekeeper.detector.score_report import PeerSummary, RankScores, peer_key
 
 F64 = npt.NDArray[np.float64]
@@ -44,6 +45,12 @@ class Groups:
 
     @classmethod
     def of(cls, ranks: Sequence[RankScores]) -> Groups:
+        """The groups of ``ranks`` (found once per decision: ``rank_table``)."""
+        groups: Groups = table(ranks).derived("groups", lambda: cls._of(ranks))
+        return groups
+
+    @classmethod
+    def _of(cls, ranks: Sequence[RankScores]) -> Groups:
         if not any_given(ranks, "group") and not any_true(ranks, "coords"):  # one job
             return cls([""], [np.arange(len(ranks), dtype=np.int64)])
         index: dict[str, list[int]] = {}

@@ -179,7 +179,7 @@ def judge(
             return Judged(values, gpu_ratio=ratio)
         below = _below(ranks, reported, act)
         return Judged(values, reported_below=below, gpu_ratio=ratio, host_side=host, tail=tails)
-    wait = np.fromiter((_nan(r.wait_share) for r in ranks), dtype=np.float64, count=len(ranks))
+    wait = rank_columns.floats(ranks, "wait_share")
     # The busy share is a time (longer is slower): its inverse is compared like a score.
     with np.errstate(divide="ignore"):
         pace = np.where(wait < 1.0, 1.0 / (1.0 - wait), np.nan)[:, None]
@@ -277,8 +277,8 @@ def _slow_own_gpu(
 
 def _below(ranks: Sequence[RankScores], reported: F64, act: float) -> frozenset[int]:
     with np.errstate(invalid="ignore"):
-        low = np.flatnonzero(reported < act)
-    return frozenset(ranks[i].rank for i in low.tolist())
+        low = reported < act
+    return frozenset(rank_columns.numbers(ranks)[low].tolist())
 
 
 def _nan(v: float | None) -> float:
@@ -383,7 +383,7 @@ class _GpuPeers:
         summaries: dict[str, PeerSummary],
         calibration: GpuCalibration,
     ) -> _GpuPeers:
-        raw = np.array([r.gpu_relative for r in ranks], dtype=np.float64)
+        raw = rank_columns.floats(ranks, "gpu_relative")
         ref, _ = groups.references(raw[:, None], summaries, ["gpuRelative"])
         with np.errstate(all="ignore"):
             ratio = raw / np.where(ref[:, 0] > 0, ref[:, 0], np.nan)

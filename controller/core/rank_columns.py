@@ -2,45 +2,91 @@
 
 A report of 16,384 ranks is read several times per decision ("does any rank carry a
 wait share, a GPU name, a peer group?"); a generator expression over the ranks costs
-2-3 ms each at that size, ``map`` over ``attrgetter`` a fraction of it.
+2-3 ms each at that size, ``map`` over ``attrgetter`` a fraction of it. Inside
+``rank_table.reading()`` (one decision) each column is read once and each answer here
+kept for the rest of the call: arrays come back read-only, so no caller can change
+what the next one reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import chain
-from operator import attrgetter
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from pacekeeper.controller.core.rank_table import table
 from pacekeeper.detector.score_report import RankScores
+
+A = TypeVar("A", bound=np.ndarray)
 
 
 def any_given(ranks: Sequence[RankScores], field: str) -> bool:
     """Some rank's ``field`` is not None (a 0.0 counts as given)."""
     # The column, then a C count of its Nones: faster than a short-circuiting scan that
     # calls a function per rank, since the common answer (nothing given) reads them all.
-    column = list(map(attrgetter(field), ranks))
+    t = table(ranks)
+    given: bool = t.derived(("given", field), lambda: _given(t.column(field)))
+    return given
+
+
+def _given(column: list[object]) -> bool:
     return column.count(None) != len(column)
 
 
 def any_true(ranks: Sequence[RankScores], field: str) -> bool:
     """Some rank's ``field`` is truthy (a name, a non-empty mapping)."""
-    return any(map(attrgetter(field), ranks))
+    t = table(ranks)
+    true: bool = t.derived(("true", field), lambda: any(t.column(field)))
+    return true
 
 
 def ints(ranks: Sequence[RankScores], *fields: str) -> npt.NDArray[np.int64]:
     """Per rank, the sum of the integer ``fields``."""
-    total = np.fromiter(map(attrgetter(fields[0]), ranks), np.int64, len(ranks))
-    for name in fields[1:]:
-        total += np.fromiter(map(attrgetter(name), ranks), np.int64, len(ranks))
-    return total
+    t = table(ranks)
+
+    def make() -> npt.NDArray[np.int64]:
+        total = np.fromiter(t.column(fields[0]), np.int64, len(ranks))
+        for name in fields[1:]:
+            total += np.fromiter(t.column(name), np.int64, len(ranks))
+        return _frozen(total)
+
+    out: npt.NDArray[np.int64] = t.derived(("ints", fields), make)
+    return out
 
 
 def floats(ranks: Sequence[RankScores], field: str) -> npt.NDArray[np.float64]:
     """Per rank, the float ``field`` (NaN where None)."""
-    return np.array(list(map(attrgetter(field), ranks)), dtype=np.float64)
+    t = table(ranks)
+    out: npt.NDArray[np.float64] = t.derived(
+        ("floats", field), lambda: _frozen(np.array(t.column(field), dtype=np.float64))
+    )
+    return out
+
+
+def numbers(ranks: Sequence[RankScores]) -> npt.NDArray[np.int64]:
+    """Per listed row, its rank number."""
+    t = table(ranks)
+    out: npt.NDArray[np.int64] = t.derived(
+        "numbers", lambda: _frozen(np.fromiter(t.column("rank"), np.int64, len(ranks)))
+    )
+    return out
+
+
+def node_codes(ranks: Sequence[RankScores]) -> tuple[npt.NDArray[np.int64], dict[str, int]]:
+    """Per listed row, its node's number, and the numbers by node: nodes numbered in
+    the order the report first names them (their ranks need not come together)."""
+    t = table(ranks)
+
+    def make() -> tuple[npt.NDArray[np.int64], dict[str, int]]:
+        names = t.column("node")
+        index = {name: i for i, name in enumerate(dict.fromkeys(names))}
+        return _frozen(np.fromiter(map(index.__getitem__, names), np.int64, len(names))), index
+
+    out: tuple[npt.NDArray[np.int64], dict[str, int]] = t.derived("nodes", make)
+    return out
 
 
 def section_block(
@@ -53,22 +99,32 @@ def section_block(
     the mappings' keys, read in one C pass, equal the first one's repeated, and their
     values come out in one pass too (at 131,072 ranks a comprehension per section cost
     more than the rest of the decision). Any other layout takes a column at a time."""
-    dicts: list[dict[str, float | None]] = list(map(attrgetter(field), ranks))
+    t = table(ranks)
+    out: tuple[list[str], npt.NDArray[np.float64]] = t.derived(
+        ("sections", field), lambda: _section_block(t.column(field))
+    )
+    return out
+
+
+def _section_block(
+    dicts: list[dict[str, float | None]],
+) -> tuple[list[str], npt.NDArray[np.float64]]:
     n = len(dicts)
     first = list(dicts[0]) if n else []
     keys = list(chain.from_iterable(dicts))
     if keys == first * n:
-        values = np.array(list(chain.from_iterable(map(dict.values, dicts))), dtype=np.float64)
+        # A list, not ``np.fromiter``: a None (not measured) becomes NaN.
+        values = np.array(list(chain.from_iterable(map(dict.values, dicts))), np.float64)
         block = values.reshape(n, len(first))
         names = sorted(first)
         if names != first:
             block = block[:, [first.index(s) for s in names]]
-        return names, block
+        return names, _frozen(block)
     names = sorted(set(keys))
     block = np.empty((n, len(names)), dtype=np.float64)
     for j, name in enumerate(names):
         block[:, j] = np.array([d.get(name) for d in dicts], dtype=np.float64)
-    return names, block
+    return names, _frozen(block)
 
 
 def aligned(
@@ -93,3 +149,8 @@ def rows_of(ranks: Sequence[RankScores], wanted: Iterable[int]) -> list[int]:
     if all(0 <= w < n and ranks[w].rank == w for w in want):
         return sorted(want)
     return [i for i, r in enumerate(ranks) if r.rank in want]
+
+
+def _frozen(a: A) -> A:
+    a.flags.writeable = False
+    return a

@@ -10,6 +10,11 @@ timing 8 sections; for every world size and path, side by side in one run:
   from before the first report to the end (``VmRSS``);
 * the whole job's detector sockets (the sum over the ranks).
 
+``--rank0-at 16384 131072`` adds rank 0's own part at those sizes, in this process
+(no gloo ranks, no threads): N synthetic payloads of ``SECTIONS`` sections pickled as
+the gather delivers them, then unpickled and scored (``score_payloads``, relative and
+individual) under ``tracemalloc``: its time and its peak allocation (numpy included).
+
 Then a cost model is fitted to the points (least squares, line in the world size for
 the flat path; for the tree, sockets from its shape and time as a line plus a term per
 level) and its figure printed at 16,384 and 131,072 ranks. Every rank shares this
@@ -28,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +162,46 @@ def measure(world: int, path: str, reports: int) -> dict[str, Any]:
     }
 
 
+def rank0_part(world: int) -> dict[str, Any]:
+    """Rank 0's decoding and scoring of ``world`` gathered payloads, measured here."""
+    from pacekeeper.detector.payload import RankPayload, key_id, score_payloads
+    from pacekeeper.detector.reports import RankInfo
+
+    names = {key_id(f"section_{s}"): f"section_{s}" for s in range(SECTIONS)}
+    ids = np.array(list(names), dtype=np.uint64)
+    rng = np.random.default_rng(0)
+    blobs = [
+        pickle.dumps(
+            RankPayload(
+                RankInfo(r, f"h{r // MODEL_PER_HOST}", section_samples=ENTRIES),
+                ids,
+                rng.uniform(0.9e6, 1.1e6, SECTIONS),
+                rng.uniform(0.9, 1.0, SECTIONS),
+                np.zeros(0, dtype=np.uint64),
+                np.zeros(0),
+                np.zeros(0),
+                names=names,
+            )
+        )
+        for r in range(world)
+    ]
+    tracemalloc.start()
+    t0, c0 = time.perf_counter(), time.process_time()
+    payloads = [pickle.loads(b) for b in blobs]
+    score_payloads(payloads, names, relative=True, individual=True)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return {
+        "world": world,
+        "pickled MiB": round(sum(map(len, blobs)) / 2**20, 1),
+        "decode+score s (traced)": round(wall, 2),
+        "CPU s (traced)": round(cpu, 2),
+        "peak alloc MiB": round(peak / 2**20, 1),
+        "peak KiB/rank": round(peak / 1024 / world, 2),
+    }
+
+
 def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     """Least-squares intercept and slope."""
     slope, intercept = np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)
@@ -215,7 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worlds", type=int, nargs="*", default=[4, 8, 16, 32])
     ap.add_argument("--reports", type=int, default=4)
     ap.add_argument("--name", default="detector_scale")
+    ap.add_argument("--rank0-at", type=int, nargs="*", default=[])
     args = ap.parse_args(argv)
+    if args.rank0_at:
+        part = [rank0_part(n) for n in args.rank0_at]
+        emit(f"{args.name}_rank0", part, title="rank 0's decoding and scoring, one process")
+    if not args.worlds:  # --worlds with no size: rank 0's part alone
+        return 0
     rows = []
     t0 = time.monotonic()
     for world in args.worlds:

@@ -7,7 +7,8 @@ fail); custom resources with jsonschema against their CRD's openAPIV3Schema.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,24 @@ def report_rank_schema() -> dict[str, Any]:
     report = schema["properties"]["status"]["properties"]["report"]
     items: dict[str, Any] = report["properties"]["ranks"]["items"]
     return items
+
+
+def status_object(ranks: Sequence[Any]) -> dict[str, Any]:
+    """The StragglerReport a job's reporter writes for ``ranks`` (``RankScores``): created,
+    then its status patched, as in the cluster."""
+    from pacekeeper.detector.reporters.k8s_status import build_status, new_object
+    from pacekeeper.detector.score_report import JobIdentity, Platform, ScoreReport
+
+    report = ScoreReport.build(
+        job=JobIdentity(platform=Platform.KUBERNETES, namespace="team-a", name="llama"),
+        sequence=7,
+        generated_at=datetime(2026, 11, 30, 1, 0, tzinfo=UTC),
+        window_s=60.0,
+        ranks=list(ranks),
+    )
+    obj = new_object("team-a", "llama", report)
+    obj["status"] = build_status(report, incarnation="20261130T010000Z-abcd1234")
+    return obj
 
 
 def one(objects: list[Manifest], kind: str, name_suffix: str = "") -> Manifest:

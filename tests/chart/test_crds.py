@@ -3,32 +3,23 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
 from typing import Any
 
 import jsonschema
 import pytest
-from chart_render import crds, render, validate
+from chart_render import crds, render, status_object, validate
 
-from pacekeeper.detector.reporters.k8s_status import build_status, new_object
-from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
+from pacekeeper.detector.score_report import RankScores
 
 
 def straggler_report() -> dict[str, Any]:
     """The object a job's reporter writes: created, then its status patched."""
-    report = ScoreReport.build(
-        job=JobIdentity(platform=Platform.KUBERNETES, namespace="team-a", name="llama"),
-        sequence=7,
-        generated_at=datetime(2026, 11, 30, 1, 0, tzinfo=UTC),
-        window_s=60.0,
-        ranks=[
+    return status_object(
+        [
             RankScores(rank=0, node="gpu-0", pod="llama-0", gpu_relative=1.0),
             RankScores(rank=1, node="gpu-1", pod="llama-1", gpu_relative=0.42),
-        ],
+        ]
     )
-    obj = new_object("team-a", "llama", report)
-    obj["status"] = build_status(report, incarnation="20261130T010000Z-abcd1234")
-    return obj
 
 
 def test_crds_are_valid_and_served_from_crds_folder() -> None:

@@ -19,6 +19,9 @@ import kubernetes_validate
 import yaml
 from helm_python import _native
 
+from pacekeeper.detector.reporters.k8s_status import build_status, new_object
+from pacekeeper.detector.score_report import JobIdentity, Platform, ScoreReport
+
 REPO = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO / "charts" / "pacekeeper"
 KUBE_VERSION = "1.33.0"
@@ -145,9 +148,6 @@ def report_rank_schema() -> dict[str, Any]:
 def status_object(ranks: Sequence[Any]) -> dict[str, Any]:
     """The StragglerReport a job's reporter writes for ``ranks`` (``RankScores``): created,
     then its status patched, as in the cluster."""
-    from pacekeeper.detector.reporters.k8s_status import build_status, new_object
-    from pacekeeper.detector.score_report import JobIdentity, Platform, ScoreReport
-
     report = ScoreReport.build(
         job=JobIdentity(platform=Platform.KUBERNETES, namespace="team-a", name="llama"),
         sequence=7,

@@ -152,7 +152,9 @@ def _learn_noise(
         return
     d = digest(report, ctx.policy, calibration())
     shift = sequential.shift_for(ctx.policy.thresholds.act)
-    scores = broad_scores(d.judged_scores(), report, ctx.policy.score.kind)
+    scores = broad_scores(
+        d.judged_scores(), report, ctx.policy.score.kind, ctx.policy.thresholds.act
+    )
     tests = sequential.advance(ctx.state.tests, scores, shift=shift, learn_only=True)
     ctx.state = replace(ctx.state, tests=tests)
 
@@ -273,7 +275,7 @@ def _absorb(ctx: JobRun, d: Digest) -> None:
     if ctx.policy.safety.false_disruptions_per_gpu_day is not None:
         shift = sequential.shift_for(act)
         # The test judges a GPU finding as broadly as its kernels show it (breadth.py).
-        scores = broad_scores(d.judged_scores(), d.report, ctx.policy.score.kind)
+        scores = broad_scores(d.judged_scores(), d.report, ctx.policy.score.kind, act)
         tests = sequential.advance(js.tests, scores, shift=shift)
     ctx.state = replace(
         js, streaks=streaks, ladders=ladders, history=history, layout=layout, tests=tests

@@ -68,6 +68,6 @@ def test_skew_disrupts_nothing_and_a_slow_gpu_is_restarted_in_ten_minutes() -> N
 def test_without_the_broad_score_the_same_skew_disrupts_a_healthy_rank(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(job_window, "broad_scores", lambda judged, report, kind: judged)
+    monkeypatch.setattr(job_window, "broad_scores", lambda judged, report, kind, act=None: judged)
     false, _ = _judge(Scenario("skew", "skew", None, family=SKEW))
     assert false >= 1

@@ -68,17 +68,21 @@ def test_an_answer_already_recorded_decides_without_a_report() -> None:
     )
 
 
-def test_never_asked_asks_now() -> None:
-    lad = LadderState(started_at=T0)
-    got = gate(lad, NO_ANSWER)
+def asked_now(**evidence: str) -> pc.Gate:
+    """The gate's answer when it asks for a probe at T0: a new request, waited on for the
+    300 s timeout; ``evidence`` adds to the request's."""
     request = pc.probe_id("ml/train", "n1", T0)
-    assert got == pc.Gate(
+    return pc.Gate(
         False,
         LadderState(started_at=T0, probe_id=request, probe_asked_at=T0),
-        {"probe": {"request": request, "askedAt": T0.isoformat()}},
+        {"probe": {"request": request, "askedAt": T0.isoformat(), **evidence}},
         Reason.AWAITING_PROBE,
         T0 + timedelta(seconds=300),
     )
+
+
+def test_never_asked_asks_now() -> None:
+    assert gate(LadderState(started_at=T0), NO_ANSWER) == asked_now()
 
 
 def test_a_request_waits_until_its_timeout() -> None:

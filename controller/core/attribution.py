@@ -127,6 +127,8 @@ class Digest:
     hardware; None otherwise."""
     host_side: dict[int, float] = field(default_factory=dict)
     """Rank -> host score: ranks judged slow by their host side (``host_side``)."""
+    tail: dict[int, float] = field(default_factory=dict)
+    """Rank -> tail against its peers': ranks slow in their tail (``tail``)."""
     calibration: peers.GpuCalibration | None = None
     """What the memory of hardware knew of the listed ranks' GPUs when judged."""
     waits_timed: bool = False
@@ -365,6 +367,7 @@ def _digest(
         reported_below=judged.reported_below,
         gpu_ratio=judged.gpu_ratio,
         host_side=judged.host_side,
+        tail=judged.tail,
         calibration=calibration,
         waits_timed=judged.waits_timed,
         values=np.where(usable, values, np.nan),

@@ -16,9 +16,14 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from pacekeeper.controller.core import hardware_memory, hardware_trust, mark_records, sequential
+from pacekeeper.controller.core import (
+    hardware_memory,
+    hardware_trust,
+    mark_records,
+    sequential,
+    tail_gate,
+)
 from pacekeeper.controller.core.attribution import Digest, digest, learn_early, with_pattern
-from pacekeeper.controller.core.breadth import broad_scores
 from pacekeeper.controller.core.decisions import JOB_SUBJECT, Reason, Verdict
 from pacekeeper.controller.core.hardware_memory import Observation
 from pacekeeper.controller.core.ids import NodeName, Rank
@@ -152,11 +157,9 @@ def _learn_noise(
         return
     d = digest(report, ctx.policy, calibration())
     shift = sequential.shift_for(ctx.policy.thresholds.act)
-    scores = broad_scores(
-        d.judged_scores(), report, ctx.policy.score.kind, ctx.policy.thresholds.act
-    )
+    scores, slow_at = tail_gate.test_input(d, ctx.policy, ctx.state.gpu_slow_at)
     tests = sequential.advance(ctx.state.tests, scores, shift=shift, learn_only=True)
-    ctx.state = replace(ctx.state, tests=tests)
+    ctx.state = replace(ctx.state, tests=tests, gpu_slow_at=slow_at)
 
 
 def _job_opted_out(run: Run, jv: JobView) -> bool:
@@ -271,12 +274,19 @@ def _absorb(ctx: JobRun, d: Digest) -> None:
                 pass  # Unknown or gone: neither counts nor clears
     keep = ctx.policy.attribution.imbalance_history
     history = (*js.history, d.to_history())[-keep:]
-    tests = js.tests
+    tests, slow_at = js.tests, js.gpu_slow_at
     if ctx.policy.safety.false_disruptions_per_gpu_day is not None:
         shift = sequential.shift_for(act)
-        # The test judges a GPU finding as broadly as its kernels show it (breadth.py).
-        scores = broad_scores(d.judged_scores(), d.report, ctx.policy.score.kind, act)
+        # The test judges a GPU finding as broadly as its kernels show it (breadth.py),
+        # and a tail finding only where the GPU was slow within the tail (tail_gate.py).
+        scores, slow_at = tail_gate.test_input(d, ctx.policy, js.gpu_slow_at)
         tests = sequential.advance(js.tests, scores, shift=shift)
     ctx.state = replace(
-        js, streaks=streaks, ladders=ladders, history=history, layout=layout, tests=tests
+        js,
+        streaks=streaks,
+        ladders=ladders,
+        history=history,
+        layout=layout,
+        tests=tests,
+        gpu_slow_at=slow_at,
     )

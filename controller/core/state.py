@@ -176,6 +176,9 @@ class JobState:
     tests: Mapping[Rank, RankTest] = field(default_factory=dict)
     """Each rank's sequential test (``sequential``), when the policy states a
     false-disruption rate; bounded by ``sequential.HISTORY`` deviations a rank."""
+    gpu_slow_at: Mapping[Rank, datetime] = field(default_factory=dict)
+    """Each rank's last report with its GPU slow against its peers, within the section
+    tail's memory (``tail_gate``): a finding by the tail alone needs one."""
 
 
 @dataclass(frozen=True, slots=True)

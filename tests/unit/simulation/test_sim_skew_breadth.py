@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pacekeeper.controller.core import job_window
+from pacekeeper.controller.core import tail_gate
 from pacekeeper.controller.core.policy import load_policy_file
 from pacekeeper.controller.simulation.models import FaultKind, JobSimulator, ModelParams
 from pacekeeper.controller.simulation.noise_families import NoiseFamily
@@ -68,6 +68,6 @@ def test_skew_disrupts_nothing_and_a_slow_gpu_is_restarted_in_ten_minutes() -> N
 def test_without_the_broad_score_the_same_skew_disrupts_a_healthy_rank(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(job_window, "broad_scores", lambda judged, report, kind, act=None: judged)
+    monkeypatch.setattr(tail_gate, "broad_scores", lambda judged, report, kind, act=None: judged)
     false, _ = _judge(Scenario("skew", "skew", None, family=SKEW))
     assert false >= 1

@@ -40,9 +40,10 @@ TAIL_WINDOWS = 15
 """Report windows the detector's tail statistic looks back over (the detector's
 ``scoring.TAIL_WINDOWS``; the core reads the report schema only, so the figure is
 repeated here and a test holds the two equal)."""
-MAX_REMEMBERED = 4096
-"""Ranks whose last slow GPU window a job keeps (the state's size bound); the oldest go
-first. A job with more GPUs slow at once than this has no use for the gate."""
+MAX_REMEMBERED = 1024
+"""Ranks whose last slow GPU window a job keeps (the state's size bound, ~40 KB of the
+job's ConfigMap); the oldest go first. A job with more GPUs slow at once than this is
+slow as a whole, and the gate is no use to it."""
 
 
 def gpu_slow(report: ScoreReport, act: float) -> list[Rank]:

@@ -3,6 +3,7 @@ GPU was slow within the tail's memory; it is still named (notify) either way."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +14,7 @@ from controller_builders import REPORT_S, Loop, node_of, policy_doc
 from pacekeeper.controller.core import tail_gate
 from pacekeeper.controller.core.decisions import Decision, Verdict
 from pacekeeper.controller.core.policy import ActionKind
+from pacekeeper.controller.core.state import State
 from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
 from pacekeeper.detector.scoring import TAIL_WINDOWS
 
@@ -86,7 +88,7 @@ def test_gated_holds_back_a_tail_only_finding_without_a_slow_gpu() -> None:
     assert tail_gate.gated(scores, {}, {}, {}) is scores
 
 
-def _job(gpu_burst: bool, reports: int = 45) -> list[Decision]:
+def _job(gpu_burst: bool, reports: int = 45) -> Loop:
     """Rank 5's section tail is low from report 12 on; its GPU either keeps pace
     (a host-side stall in bursts) or is 25 % slower one report in every six."""
     policy: dict[str, Any] = {
@@ -114,7 +116,7 @@ def _job(gpu_burst: bool, reports: int = 45) -> list[Decision]:
         loop.seq += 1
         loop.reports.append(_report(gpu, [float(t) for t in tails], seq=loop.seq))
         loop.decide()
-    return loop.log
+    return loop
 
 
 def _acted(log: list[Decision], action: ActionKind) -> bool:
@@ -122,12 +124,19 @@ def _acted(log: list[Decision], action: ActionKind) -> bool:
 
 
 def test_a_tail_finding_with_its_gpu_at_pace_is_named_never_restarted() -> None:
-    log = _job(gpu_burst=False)
+    log = _job(gpu_burst=False).log
     assert _acted(log, ActionKind.NOTIFY)
     assert not _acted(log, ActionKind.RESTART_RANK)
 
 
 def test_a_tail_finding_whose_gpu_was_slow_in_a_burst_is_restarted() -> None:
-    log = _job(gpu_burst=True)
+    log = _job(gpu_burst=True).log
     restarts = [d for d in log if d.verdict is Verdict.ACT and d.action is ActionKind.RESTART_RANK]
     assert restarts and all(d.evidence.get("ranks") == [RANK] for d in restarts)
+
+
+def test_the_slow_gpu_windows_survive_the_controllers_state_store() -> None:
+    loop = _job(gpu_burst=True, reports=12)  # rank 5's GPU slow at report 12
+    job = next(iter(loop.state.jobs.values()))
+    assert dict(job.gpu_slow_at) == {RANK: loop.now}
+    assert State.from_dict(json.loads(json.dumps(loop.state.to_dict()))) == loop.state

@@ -10,7 +10,7 @@ what the next one reads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from typing import TypeVar
 
@@ -61,9 +61,20 @@ def floats(ranks: Sequence[RankScores], field: str) -> npt.NDArray[np.float64]:
     """Per rank, the float ``field`` (NaN where None)."""
     t = table(ranks)
     out: npt.NDArray[np.float64] = t.derived(
-        ("floats", field), lambda: _frozen(np.array(t.column(field), dtype=np.float64))
+        ("floats", field), lambda: _frozen(_float_array(t.column(field), len(ranks)))
     )
     return out
+
+
+def _float_array(values: Iterable[float | None], n: int) -> npt.NDArray[np.float64]:
+    """``values`` as floats, NaN for a None. ``np.fromiter`` first: it skips the type
+    sniffing ``np.array`` does per element (a third of a 131,072-value column), and
+    stops at the first None, which then takes ``np.array``: ``values`` is read again,
+    so it must be iterable twice (a list, ``_Values``)."""
+    try:
+        return np.fromiter(values, np.float64, n)
+    except TypeError:  # a None (not measured)
+        return np.array(list(values), dtype=np.float64)
 
 
 def numbers(ranks: Sequence[RankScores]) -> npt.NDArray[np.int64]:
@@ -113,8 +124,7 @@ def _section_block(
     first = list(dicts[0]) if n else []
     keys = list(chain.from_iterable(dicts))
     if keys == first * n:
-        # A list, not ``np.fromiter``: a None (not measured) becomes NaN.
-        values = np.array(list(chain.from_iterable(map(dict.values, dicts))), np.float64)
+        values = _float_array(_Values(dicts), n * len(first))
         block = values.reshape(n, len(first))
         names = sorted(first)
         if names != first:
@@ -125,6 +135,18 @@ def _section_block(
     for j, name in enumerate(names):
         block[:, j] = np.array([d.get(name) for d in dicts], dtype=np.float64)
     return names, _frozen(block)
+
+
+class _Values:
+    """Every mapping's values in turn, iterable again (``_float_array``'s fallback)."""
+
+    __slots__ = ("_dicts",)
+
+    def __init__(self, dicts: list[dict[str, float | None]]) -> None:
+        self._dicts = dicts
+
+    def __iter__(self) -> Iterator[float | None]:
+        return chain.from_iterable(map(dict.values, self._dicts))
 
 
 def aligned(

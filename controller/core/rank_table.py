@@ -8,11 +8,15 @@ a cache miss or two per rank object, not to Python. So inside ``reading()`` (one
 each field is read once, and what is derived from it (a float array, the node codes,
 the peer groups, "is any given?") is kept for the rest of the call.
 
-Reading every field in one pass over the ranks' ``__dict__`` values and slicing was
-tried: the pass costs three single scans, and a ``__dict__`` whose keys are in another
-order (a ``model_construct`` missing a field, then given it) must be ruled out by a
-pass over every key costing as much again; single scans came out level and need no
-layout.
+The fields a decision reads of every rank (``ROW_FIELDS``) are read together, in one
+pass: each rank's ``__dict__`` is fetched once and an ``itemgetter`` of all of them
+takes their values while the dict is in cache, chained into one flat list that is
+sliced per field. At 131,072 ranks that is ~65 ms for 13 fields on the 2-core VM,
+against ~16 ms per field for single ``attrgetter`` scans (the first touch of a rank
+object is what costs, not the Python step). By key, not by position: a ``__dict__``
+whose keys are in another order (a ``model_construct`` missing a field, then given it)
+reads the same. A rank without a ``__dict__`` entry for one of them (not a validated
+model) sends the table to single ``attrgetter`` scans, the attribute read as before.
 
 Outside ``reading()`` a table is made per call: a caller that asks once pays once.
 Nothing is kept past the scope, so a report that arrives anew is read anew (the
@@ -24,12 +28,33 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from operator import attrgetter
+from itertools import chain
+from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
 from pacekeeper.detector.score_report import RankScores
 
 T = TypeVar("T")
+
+ROW_FIELDS = (
+    "rank",
+    "node",
+    "gpu_relative",
+    "gpu_individual",
+    "gpu_individual_median",
+    "section_relative",
+    "section_individual",
+    "section_samples",
+    "kernel_samples",
+    "group",
+    "coords",
+    "wait_share",
+    "gpu_uuid",
+)
+"""What the core reads of every rank, read in one pass (the rest a field at a time)."""
+
+_ROW = itemgetter(*ROW_FIELDS)
+_DICT = attrgetter("__dict__")
 
 _tables: ContextVar[dict[int, RankTable] | None] = ContextVar("rank_tables", default=None)
 
@@ -48,8 +73,22 @@ class RankTable:
         """Every rank's ``field``, in report order."""
         col = self._columns.get(field)
         if col is None:
+            if field in ROW_FIELDS and not self._columns and self._read_rows():
+                return self._columns[field]
             col = self._columns[field] = list(map(attrgetter(field), self.ranks))
         return col
+
+    def _read_rows(self) -> bool:
+        """Every ``ROW_FIELDS`` column from one pass over the ranks' ``__dict__``s;
+        False (nothing kept) where some rank's dict lacks one of them."""
+        try:
+            flat = list(chain.from_iterable(map(_ROW, map(_DICT, self.ranks))))
+        except (AttributeError, KeyError):
+            return False
+        width = len(ROW_FIELDS)
+        for j, name in enumerate(ROW_FIELDS):
+            self._columns[name] = flat[j::width]
+        return True
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
         """``make()``, once per table and ``key`` (callers never modify what it gives)."""

@@ -20,6 +20,7 @@ from typing import assert_never
 import numpy as np
 
 from pacekeeper.controller.core import peers, rank_columns, rank_table, structure_pattern
+from pacekeeper.controller.core.breadth import gpu_slow
 from pacekeeper.controller.core.ids import NodeName, Rank
 from pacekeeper.controller.core.node_digests import NodeDigest, NodeDigests
 from pacekeeper.controller.core.peer_stats import F64, I64
@@ -504,15 +505,45 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
                 Verdict.ALIGNED, (), reported, slow_nodes, job_nodes, alignment=shape
             )
         return Attribution(Verdict.JOB_WIDE, (), reported, slow_nodes, job_nodes)
+    wanted = set(d.below) if candidates is None else set(candidates) & set(d.below)
+    if aligned is not None:
+        wanted -= aligned.ranks
     if (
         slow_nodes >= cfg.structural_min_nodes
         and job_nodes
         and slow_nodes / job_nodes >= cfg.structural_node_fraction
     ):
-        return Attribution(Verdict.STRUCTURAL, (), below_fraction, slow_nodes, job_nodes)
-    wanted = set(d.below) if candidates is None else set(candidates) & set(d.below)
-    if aligned is not None:
-        wanted -= aligned.ranks
+        apart = _gpus_apart(d, policy, wanted)
+        return Attribution(
+            Verdict.STRUCTURAL, _findings(d, apart), below_fraction, slow_nodes, job_nodes
+        )
+    return Attribution(
+        Verdict.LOCAL,
+        _findings(d, wanted),
+        below_fraction,
+        slow_nodes,
+        job_nodes,
+        alignment=aligned,
+    )
+
+
+def _gpus_apart(d: Digest, policy: Policy, wanted: set[int]) -> set[int]:
+    """The ranks a structural hold leaves to be judged: those whose own GPU is slow
+    (``breadth.gpu_slow``), when they are on fewer nodes than a structure needs.
+
+    A spread of slow ranks across many nodes is the workload (a heavier stage, bursty
+    host stalls on every rank), and the hold keeps every one of them from being acted on
+    alone. A GPU whose kernels are slow against its peers' is no part of that spread:
+    held with it, a 27 % slow GPU amid bursty host stalls was never acted on (issue #38,
+    sampled scenario 271). A GPU slowdown on many nodes at once is itself structure, and
+    stays held."""
+    slow = {int(r) for r in gpu_slow(d.report, policy.thresholds.act)} & wanted
+    if not slow or len({d.node_of[r] for r in slow}) >= policy.attribution.structural_min_nodes:
+        return set()
+    return slow
+
+
+def _findings(d: Digest, wanted: set[int]) -> tuple[NodeFinding, ...]:
     by_node: dict[NodeName, list[int]] = {}
     for r in wanted:
         by_node.setdefault(d.node_of[r], []).append(r)
@@ -529,9 +560,7 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
             )
         )
     findings.sort(key=lambda f: (f.min_score, f.node))
-    return Attribution(
-        Verdict.LOCAL, tuple(findings), below_fraction, slow_nodes, job_nodes, alignment=aligned
-    )
+    return tuple(findings)
 
 
 def imbalance_of(

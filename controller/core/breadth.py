@@ -32,6 +32,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from pacekeeper.controller.core import rank_columns
+from pacekeeper.controller.core.ids import Rank
 from pacekeeper.controller.core.policy_types import ScoreKind
 from pacekeeper.detector.score_report import ScoreReport
 
@@ -67,3 +68,25 @@ def broad_scores(
         for r in cleared:
             out[r] = max(out[r], level)
     return out
+
+
+def gpu_slow(report: ScoreReport, act: float) -> list[Rank]:
+    """Ranks whose GPU is slow as broadly as its kernels show it: the larger of
+    ``gpuIndividual`` and ``gpuIndividualMedian``, over the report's median of it, below
+    ``act`` (data skew on a minority of the kernel time is no slow GPU)."""
+    ranks = report.ranks
+    if len(ranks) < 2 or not rank_columns.any_given(ranks, "gpu_individual"):
+        return []
+    mean = rank_columns.floats(ranks, "gpu_individual")
+    broad = mean
+    if rank_columns.any_given(ranks, "gpu_individual_median"):
+        median = rank_columns.floats(ranks, "gpu_individual_median")
+        broad = np.where(np.isfinite(median), np.fmax(mean, median), mean)
+    usable = np.isfinite(broad) & (broad > 0)
+    if not usable.any():
+        return []
+    level = float(np.median(broad[usable]))
+    with np.errstate(invalid="ignore"):
+        slow = usable & (broad < act * level)
+    numbers = rank_columns.numbers(ranks)
+    return [Rank(int(numbers[i])) for i in np.flatnonzero(slow).tolist()]

@@ -72,7 +72,10 @@ def judge(run: Run, ctx: JobRun, d: Digest) -> None:
         case Attributed.STRUCTURAL:
             ev = {**base, "kind": "structural", **_ranks_evidence(d.below)}
             run.job_hold(ctx, Reason.WORKLOAD_IMBALANCE, ev)
-            return
+            if not att.findings:
+                return
+            # The ranks whose own GPU is slow apart from the spread (attribution.py,
+            # _gpus_apart) are judged as usual; the rest stay held.
         case Attributed.ALIGNED:
             return
         case Attributed.LOCAL:

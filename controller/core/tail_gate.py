@@ -28,13 +28,11 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from pacekeeper.controller.core import rank_columns
 from pacekeeper.controller.core.attribution import Digest
-from pacekeeper.controller.core.breadth import broad_scores
+from pacekeeper.controller.core.breadth import broad_scores, gpu_slow
 from pacekeeper.controller.core.ids import Rank
 from pacekeeper.controller.core.policy import Policy
 from pacekeeper.controller.core.policy_types import ScoreKind
-from pacekeeper.detector.score_report import ScoreReport
 
 TAIL_WINDOWS = 15
 """Report windows the detector's tail statistic looks back over (the detector's
@@ -44,26 +42,6 @@ MAX_REMEMBERED = 1024
 """Ranks whose last slow GPU window a job keeps (the state's size bound, ~40 KB of the
 job's ConfigMap); the oldest go first. A job with more GPUs slow at once than this is
 slow as a whole, and the gate is no use to it."""
-
-
-def gpu_slow(report: ScoreReport, act: float) -> list[Rank]:
-    """Ranks whose broad GPU score, over the report's median of it, is below ``act``."""
-    ranks = report.ranks
-    if len(ranks) < 2 or not rank_columns.any_given(ranks, "gpu_individual"):
-        return []
-    mean = rank_columns.floats(ranks, "gpu_individual")
-    broad = mean
-    if rank_columns.any_given(ranks, "gpu_individual_median"):
-        median = rank_columns.floats(ranks, "gpu_individual_median")
-        broad = np.where(np.isfinite(median), np.fmax(mean, median), mean)
-    usable = np.isfinite(broad) & (broad > 0)
-    if not usable.any():
-        return []
-    level = float(np.median(broad[usable]))
-    with np.errstate(invalid="ignore"):
-        slow = usable & (broad < act * level)
-    numbers = rank_columns.numbers(ranks)
-    return [Rank(int(numbers[i])) for i in np.flatnonzero(slow).tolist()]
 
 
 def memory_s(window_s: float) -> float:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from pacekeeper.controller.core.decisions import Decision, Reason, Verdict
 from pacekeeper.controller.core.engine import decide
 from pacekeeper.controller.core.ids import JobKey, NodeName
@@ -61,6 +63,57 @@ def report(
         window_s=REPORT_S,
         ranks=ranks,
         world_size=world_size,
+    )
+
+
+GPU_TAIL_POLICY: dict[str, Any] = {
+    "thresholds": {"act": 0.93, "recover": 0.97},
+    "score": {
+        "kind": "gpuIndividual",
+        "reference": "peerMedian",
+        "minDeviations": None,
+        "tail": {},
+    },
+    "persistence": {"consecutiveReports": 2, "maxReportAgeS": 300},
+}
+"""The recommended policy's score in short: gpuIndividual against the peers, with a tail."""
+
+
+def calm_gpus(rng: Any, world: int, gpu_sd: float) -> tuple[Any, Any]:
+    """One report's GPU scores and section tails of a healthy job: 1 less a half-normal
+    jitter (``gpu_sd`` for the GPU, 1 % for the tails)."""
+    g = np.minimum(1.0 - np.abs(rng.normal(0.0, gpu_sd, world)), 1.0)
+    tails = np.minimum(1.0 - np.abs(rng.normal(0.0, 0.01, world)), 1.0)
+    return g, tails
+
+
+def gpu_report(
+    gpu: list[tuple[float | None, float | None]],
+    tails: list[float] | None = None,
+    *,
+    seq: int = 1,
+    at: datetime | None = None,
+) -> ScoreReport:
+    """A report of ``gpuIndividual`` and its median per rank (``gpu[rank]``), and with
+    ``tails`` one section's tail score per rank; 8 ranks a node."""
+    return ScoreReport.build(
+        job=JobIdentity(platform=Platform.KUBERNETES, namespace="ml", name="train"),
+        sequence=seq,
+        generated_at=at or T0 + timedelta(seconds=REPORT_S * seq),
+        window_s=REPORT_S,
+        ranks=[
+            RankScores(
+                rank=r,
+                node=node_of(r),
+                pod=f"train-{r}",
+                gpu_individual=g,
+                gpu_individual_median=m,
+                section_tail=None if tails is None else {"step": tails[r]},
+                section_samples=50,
+                kernel_samples=50,
+            )
+            for r, (g, m) in enumerate(gpu)
+        ],
     )
 
 
@@ -158,6 +211,15 @@ class Loop:
         self.reports.append(
             report(scores(self.world, slow), seq=self.seq, at=self.now, job=self.job, **kw)
         )
+        return self.decide()
+
+    def step_gpu(self, gpu: Any, tails: Any) -> list[Decision]:
+        """Advance one report interval with a ``gpu_report`` of these per-rank GPU
+        scores (used as mean and median) and section tails, and decide."""
+        self.now += timedelta(seconds=REPORT_S)
+        self.seq += 1
+        pairs = [(float(x), float(x)) for x in gpu]
+        self.reports.append(gpu_report(pairs, [float(x) for x in tails], seq=self.seq))
         return self.decide()
 
     def decide(self) -> list[Decision]:

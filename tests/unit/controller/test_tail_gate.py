@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import numpy as np
 import pytest
-from controller_builders import REPORT_S, Loop, node_of, policy_doc
+from controller_builders import GPU_TAIL_POLICY, REPORT_S, Loop, calm_gpus, gpu_report, policy_doc
 
-from pacekeeper.controller.core import tail_gate
+from pacekeeper.controller.core import breadth, tail_gate
 from pacekeeper.controller.core.decisions import Decision, Verdict
 from pacekeeper.controller.core.policy import ActionKind
 from pacekeeper.controller.core.state import State
-from pacekeeper.detector.score_report import JobIdentity, Platform, RankScores, ScoreReport
 from pacekeeper.detector.scoring import TAIL_WINDOWS
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -23,41 +21,17 @@ WORLD = 16
 RANK = 5
 
 
-def _report(
-    gpu: list[tuple[float, float | None]], tails: list[float] | None = None, seq: int = 1
-) -> ScoreReport:
-    return ScoreReport.build(
-        job=JobIdentity(platform=Platform.KUBERNETES, namespace="ml", name="train"),
-        sequence=seq,
-        generated_at=T0 + timedelta(seconds=REPORT_S * seq),
-        window_s=REPORT_S,
-        ranks=[
-            RankScores(
-                rank=r,
-                node=node_of(r),
-                pod=f"train-{r}",
-                gpu_individual=g,
-                gpu_individual_median=m,
-                section_tail=None if tails is None else {"step": tails[r]},
-                section_samples=50,
-                kernel_samples=50,
-            )
-            for r, (g, m) in enumerate(gpu)
-        ],
-    )
-
-
 def test_gpu_slow_reads_the_broad_gpu_against_the_jobs_median() -> None:
     # Rank 1: a slow GPU (mean and median 0.85); rank 2: data skew (mean 0.85, median
     # 0.999); rank 3: 0.94 against a median of 1.0, above act 0.93; rank 4: no score.
     gpu = [(1.0, 1.0), (0.85, 0.85), (0.85, 0.999), (0.94, 0.94), (None, None), (1.0, 1.0)]
-    assert tail_gate.gpu_slow(_report(gpu), 0.93) == [1]
+    assert breadth.gpu_slow(gpu_report(gpu), 0.93) == [1]
     # Against the job's median, not 1.0: everyone at 0.9 (a drift), rank 1 at 0.81.
     drift = [(0.9, 0.9), (0.81, 0.81), (0.9, 0.9), (0.9, 0.9)]
-    assert tail_gate.gpu_slow(_report(drift), 0.93) == [1]
+    assert breadth.gpu_slow(gpu_report(drift), 0.93) == [1]
     # Without the median (an older detector) the mean alone decides.
-    assert tail_gate.gpu_slow(_report([(1.0, None), (0.85, None), (1.0, None)]), 0.93) == [1]
-    assert tail_gate.gpu_slow(_report([(None, None), (None, None)]), 0.93) == []
+    assert breadth.gpu_slow(gpu_report([(1.0, None), (0.85, None), (1.0, None)]), 0.93) == [1]
+    assert breadth.gpu_slow(gpu_report([(None, None), (None, None)]), 0.93) == []
 
 
 def test_remembered_keeps_the_tails_memory_and_stamps_the_newest() -> None:
@@ -91,31 +65,16 @@ def test_gated_holds_back_a_tail_only_finding_without_a_slow_gpu() -> None:
 def _job(gpu_burst: bool, reports: int = 45) -> Loop:
     """Rank 5's section tail is low from report 12 on; its GPU either keeps pace
     (a host-side stall in bursts) or is 25 % slower one report in every six."""
-    policy: dict[str, Any] = {
-        "thresholds": {"act": 0.93, "recover": 0.97},
-        "score": {
-            "kind": "gpuIndividual",
-            "reference": "peerMedian",
-            "minDeviations": None,
-            "tail": {},
-        },
-        "persistence": {"consecutiveReports": 2, "maxReportAgeS": 300},
-        "safety": {"falseDisruptionsPerGpuDay": 0.001},
-    }
+    policy = {**GPU_TAIL_POLICY, "safety": {"falseDisruptionsPerGpuDay": 0.001}}
     loop = Loop(policy_doc(policy), world=WORLD)
     rng = np.random.default_rng(3)
     for i in range(1, reports + 1):
-        g = np.minimum(1.0 - np.abs(rng.normal(0.0, 0.005, WORLD)), 1.0)
-        tails = np.minimum(1.0 - np.abs(rng.normal(0.0, 0.01, WORLD)), 1.0)
+        g, tails = calm_gpus(rng, WORLD, 0.005)
         if i >= 12:
             tails[RANK] = 0.6
             if gpu_burst and i % 6 == 0:
                 g[RANK] = 0.75
-        gpu = [(float(x), float(x)) for x in g]
-        loop.now += timedelta(seconds=REPORT_S)
-        loop.seq += 1
-        loop.reports.append(_report(gpu, [float(t) for t in tails], seq=loop.seq))
-        loop.decide()
+        loop.step_gpu(g, tails)
     return loop
 
 

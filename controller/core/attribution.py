@@ -11,7 +11,7 @@ forms a regular pattern from the job's first windows is too (``structure_pattern
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -564,7 +564,10 @@ def _findings(d: Digest, wanted: set[int]) -> tuple[NodeFinding, ...]:
 
 
 def imbalance_of(
-    history: Sequence[HistoryEntry], ranks: Sequence[int], policy: Policy
+    history: Sequence[HistoryEntry],
+    ranks: Sequence[int],
+    policy: Policy,
+    streaks: Mapping[int, int] | None = None,
 ) -> dict[str, float | int] | None:
     """Evidence that these ranks are workload imbalance, or None when they look like a fault.
 
@@ -574,6 +577,11 @@ def imbalance_of(
     least ``imbalanceMinBelowFraction`` of those reports (a slow GPU is slow every time;
     imbalance moves). A real fault that dominates makes the history settle on it, so the
     job stops counting as imbalanced within ``imbalanceHistory`` reports.
+
+    ``streaks`` (rank -> consecutive reports below, the exact record) counts too: a
+    history entry keeps only the ``HISTORY_BELOW_CAP`` lowest ranks, and amid a spread of
+    lower ones (bursty host stalls on a hundred ranks) a GPU 21 % slow every report fell
+    outside it and was held as imbalance for good (issue #38, sampled scenario 79).
     """
     cfg = policy.attribution
     recent = list(history[-cfg.imbalance_history :])
@@ -582,8 +590,10 @@ def imbalance_of(
         return None
     best = 0.0
     for r in ranks:
-        frac = sum(1 for e in recent if r in e.below) / len(recent)
-        best = max(best, frac)
+        seen = sum(1 for e in recent if r in e.below)
+        if streaks is not None:
+            seen = max(seen, min(streaks.get(r, 0), len(recent)))
+        best = max(best, seen / len(recent))
     if best >= cfg.imbalance_min_below_fraction:
         return None
     return {

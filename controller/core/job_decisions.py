@@ -155,7 +155,8 @@ def _candidate(
         "sequence": d.sequence,
         **_wait_evidence(d),
     }
-    imb = imbalance_of(ctx.state.history, persistent or f.ranks, ctx.policy)
+    counts = {r: streaks[Rank(r)].count for r in f.ranks if Rank(r) in streaks}
+    imb = imbalance_of(ctx.state.history, persistent or f.ranks, ctx.policy, counts)
     if imb is not None:
         run.node_hold(ctx, f.node, None, Reason.WORKLOAD_IMBALANCE, {**ev, **imb})
         return

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .reports import RankInfo
-from .scoring import plain_weighted_mean, usable
+from .scoring import plain_weighted_mean, usable, weighted_median
 
 
 class RankPayload(Protocol):
@@ -50,8 +50,9 @@ FEW_ENTRIES = 96
 development machine the two cost the same at about 150 entries)."""
 
 PerKey = dict[str, dict[int, float]]
-ScoreMaps = tuple[dict[int, float], PerKey, dict[int, float], PerKey]
-"""(gpu relative, section relative, gpu individual, section individual)."""
+ScoreMaps = tuple[dict[int, float], PerKey, dict[int, float], PerKey, dict[int, float]]
+"""(gpu relative, section relative, gpu individual, section individual, gpu relative
+median)."""
 
 
 def is_few(payloads: Sequence[RankPayload]) -> bool:
@@ -133,6 +134,7 @@ def score_maps(
     sec_rel: PerKey = {}
     gpu_ind: dict[int, float] = {}
     sec_ind: PerKey = {}
+    gpu_rel_median: dict[int, float] = {}
     if relative and payloads:
         if sections:
             sec_rel = _per_key(sections, _relative(sections), names, only_rank)
@@ -142,20 +144,21 @@ def score_maps(
             (p.kernel_median_ns.tolist() for p in payloads),
         )
         if kernels:
-            gpu_rel = _gpu_relative(payloads, ranks, kernels, only_rank)
+            gpu_rel, gpu_rel_median = _gpu_relative(payloads, ranks, kernels, only_rank)
     if individual and payloads:
         gpu_ind = _per_rank(ranks, [p.gpu_individual for p in payloads], only_rank)
         if sections:
             values = _entries(ranks, sec_ids, (p.section_individual.tolist() for p in payloads))
             sec_ind = _per_key(sections, [v for _, _, v in values], names, only_rank)
-    return gpu_rel, sec_rel, gpu_ind, sec_ind
+    return gpu_rel, sec_rel, gpu_ind, sec_ind, gpu_rel_median
 
 
 def _gpu_relative(
     payloads: Sequence[RankPayload], ranks: list[int], kernels: list[Entry], only_rank: int | None
-) -> dict[int, float]:
-    """Per rank, its kernels' scores weighted by their time (``gpu_relative_scores``):
-    a kernel only one rank ran has no peer and counts only in a job of one reporting rank."""
+) -> tuple[dict[int, float], dict[int, float]]:
+    """Per rank, its kernels' scores weighted by their time: their mean
+    (``gpu_relative_scores``) and their median (``gpu_relative_medians``). A kernel
+    only one rank ran has no peer and counts only in a job of one reporting rank."""
     bounds = []
     at = 0
     for p in payloads:
@@ -163,5 +166,10 @@ def _gpu_relative(
         at += len(p.kernel_ids)
     reporting = sum(1 for a, b, _ in bounds if any(usable(t) for _, _, t in kernels[a:b]))
     scores = _relative(kernels, 2 if reporting > 1 else 1)
-    out = [plain_weighted_mean(scores[a:b], p.kernel_total_ns.tolist()) for a, b, p in bounds]
-    return _per_rank(ranks, out, only_rank)
+    means: list[float] = []
+    medians: list[float] = []
+    for a, b, p in bounds:
+        totals = p.kernel_total_ns.tolist()
+        means.append(plain_weighted_mean(scores[a:b], totals))
+        medians.append(weighted_median(scores[a:b], totals))
+    return _per_rank(ranks, means, only_rank), _per_rank(ranks, medians, only_rank)

@@ -83,6 +83,10 @@ class Scores:
     gpu_individual: dict[int, float]
     section_individual: dict[str, dict[int, float]]
     rank_to_node: dict[int, str]
+    gpu_relative_median: dict[int, float] = field(default_factory=dict)
+    """Per rank, the kernel-time-weighted median of the kernel scores ``gpu_relative``
+    averages (``scoring.gpu_relative_medians``): no NVRx score, only the ScoreReport's
+    ``gpuRelativeMedian``, so never NaN-filled."""
 
     def nan_filled(
         self, ranks: Sequence[int], sections: Iterable[str], *, relative: bool, individual: bool
@@ -110,6 +114,7 @@ class Scores:
             gpu(self.gpu_individual) if individual else self.gpu_individual,
             per_section(self.section_individual) if individual else self.section_individual,
             self.rank_to_node,
+            self.gpu_relative_median,
         )
 
 
@@ -176,8 +181,12 @@ def score_payloads(
     """
     few = few_scores.is_few(payloads) if path == "auto" else path == "few"
     score = few_scores.score_maps if few else _vectorised_maps
-    maps = score(payloads, names, relative, individual, only_rank)
-    return Scores(*maps, _rank_to_node(payloads, only_rank))
+    gpu_rel, sec_rel, gpu_ind, sec_ind, gpu_rel_median = score(
+        payloads, names, relative, individual, only_rank
+    )
+    return Scores(
+        gpu_rel, sec_rel, gpu_ind, sec_ind, _rank_to_node(payloads, only_rank), gpu_rel_median
+    )
 
 
 def _vectorised_maps(
@@ -193,6 +202,7 @@ def _vectorised_maps(
     sec_rel: dict[str, dict[int, float]] = {}
     gpu_ind: dict[int, float] = {}
     sec_ind: dict[str, dict[int, float]] = {}
+    gpu_rel_median: dict[int, float] = {}
     n = len(payloads)
     sidx = scoring.index_keys([p.section_ids for p in payloads])
     if relative and n:
@@ -204,14 +214,17 @@ def _vectorised_maps(
         if kidx.rows.size:
             kmed = np.concatenate([p.kernel_median_ns for p in payloads])
             ktot = np.concatenate([p.kernel_total_ns for p in payloads])
-            g = scoring.gpu_relative_scores(
-                kidx.rows, kidx.cols, kmed, ktot, n, kidx.keys.size, rows_sorted=True
+            k_scores = scoring.gpu_relative_entry_scores(
+                kidx.rows, kidx.cols, kmed, n, kidx.keys.size
             )
+            g = scoring.weighted_row_mean(kidx.rows, k_scores, ktot, n, rows_sorted=True)
             gpu_rel = _per_rank(ranks, g, only_rank)
+            g_med = scoring.weighted_row_median(kidx.rows, k_scores, ktot, n)
+            gpu_rel_median = _per_rank(ranks, g_med, only_rank)
     if individual and n:
         gi = np.fromiter((p.gpu_individual for p in payloads), dtype=np.float64, count=n)
         gpu_ind = _per_rank(ranks, gi, only_rank)
         if sidx.rows.size:
             sind = np.concatenate([p.section_individual for p in payloads])
             sec_ind = _per_key(ranks, sidx.rows, sidx.cols, sind, sidx.keys, names, only_rank)
-    return gpu_rel, sec_rel, gpu_ind, sec_ind
+    return gpu_rel, sec_rel, gpu_ind, sec_ind, gpu_rel_median

@@ -98,7 +98,7 @@ def generate(
     # Only now do we know the names reached the receiver.
     builder.mark_sent(payload)
 
-    def build() -> tuple[Report, list[RankPayload]]:
+    def build() -> tuple[Report, list[RankPayload], dict[int, float]]:
         payloads = [p for p in gathered if isinstance(p, RankPayload)]
         _learn_names(run.names, payloads)
         me = None if gather_on_rank0 else info.global_rank
@@ -133,16 +133,17 @@ def generate(
             gather_on_rank0=gather_on_rank0,
             rank=info.global_rank,
         )
-        return report, payloads
+        return report, payloads, scores.gpu_relative_median
 
     built = guard.call("report.score", build, None)
     if built is None:
         return None
-    report, payloads = built
+    report, payloads, rel_median = built
     convert = functools.partial(
         _score_report,
         report,
         payloads,
+        rel_median,
         job=run.job,
         sequence=sequence,
         window_s=window_s,
@@ -215,6 +216,7 @@ def _learn_sections(
 def _score_report(
     report: Report,
     payloads: list[RankPayload],
+    gpu_relative_median: dict[int, float],
     *,
     job: JobIdentity,
     sequence: int,
@@ -233,6 +235,7 @@ def _score_report(
         rank_info=with_mix_groups({p.info.rank: p.info for p in payloads}, payloads),
         world_size=world_size,
         kernel_timing=_kernel_timing(choice, counts),
+        gpu_relative_median=gpu_relative_median,
     )
 
 

@@ -185,16 +185,19 @@ def to_score_report(
     rank_info: Mapping[int, RankInfo],
     world_size: int | None = None,
     kernel_timing: KernelTiming | None = None,
+    gpu_relative_median: Mapping[int, float] | None = None,
 ) -> ScoreReport:
     """Convert a ``Report`` into the torch-free ``ScoreReport`` the controller reads.
 
     Every rank in ``report.rank_to_node`` or ``rank_info`` gets an entry; scores that are
     NaN or absent become ``None``. ``kernel_timing.dropped_records`` is summed from
-    ``rank_info`` when not given.
+    ``rank_info`` when not given. ``gpu_relative_median``: ``Scores.gpu_relative_median``
+    (no NVRx ``Report`` field holds it; scored with the peers, not in ``rank_info``).
     """
     ranks = sorted(set(report.rank_to_node) | set(rank_info))
     sec_rel = _by_rank(report.section_relative_perf_scores)
     sec_ind = _by_rank(report.section_individual_perf_scores)
+    rel_median = gpu_relative_median or {}
     out = []
     for r in ranks:
         info = rank_info.get(r) or RankInfo(rank=r, node=report.rank_to_node.get(r, "<unk>"))
@@ -218,6 +221,7 @@ def to_score_report(
                 probe=None if info.probe is None else _probe_evidence(info.probe),
                 section_tail=_tails(info.section_tail),
                 gpu_individual_median=_score(info.gpu_individual_median),
+                gpu_relative_median=_score(rel_median.get(r)),
             )
         )
     if kernel_timing is None:

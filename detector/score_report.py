@@ -36,6 +36,12 @@ kernel-time-weighted median of its kernels' scores against its own baseline,
 ``scoring.gpu_individual_median``), so the controller can tell a GPU slow in every
 kernel from a rank whose data-dependent kernels had more work (data skew). Older
 reports still read, without it: a policy then judges as before.
+
+Version 7 adds the same against the peers (``gpuRelativeMedian``: the
+kernel-time-weighted median of the per-kernel scores ``gpuRelative`` averages,
+``scoring.gpu_relative_medians``), so the memory of hardware's peer check does not take
+a skewed rank's relative mean for a GPU slower than any factor may be. Older reports
+still read, without it: the peer check then reads the mean alone, as before.
 """
 
 from __future__ import annotations
@@ -60,11 +66,12 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Bumped on any change a reader of an older version would misread. 2: per-rank
 ``group``, ``coords``, ``waitShare``; ``summary.peers`` in the bounded form. 3: per-rank
 ``gpuUuid``. 4: per-rank ``sectionTail``. 5: ``summary.omittedNodes`` (the bounded form
-lists only the worst nodes of a very large job). 6: per-rank ``gpuIndividualMedian``."""
+lists only the worst nodes of a very large job). 6: per-rank ``gpuIndividualMedian``.
+7: per-rank ``gpuRelativeMedian``."""
 
 K8S_STATUS_MAX_BYTES = 256 * 1024
 """Kubernetes status form must stay under this (etcd objects are limited to ~1.5 MiB and
@@ -234,6 +241,12 @@ class RankScores(_Model):
     mean. Not a ``worst_score``: the sequential test reads it (docs/decision-rule.md,
     "Data skew against a slow GPU")."""
 
+    gpu_relative_median: Score = None
+    """The kernel-time-weighted median of the rank's kernel scores against the peers'
+    best (v7; None: not measured), beside ``gpu_relative``, their weighted mean. Not a
+    ``worst_score``: the memory of hardware's peer check reads it (docs/decision-rule.md,
+    "Data skew against a slow GPU: the relative median")."""
+
     def worst_tail(self) -> float | None:
         """Lowest tail score of any section, or None without any."""
         values = [v for v in (self.section_tail or {}).values() if v is not None]
@@ -283,7 +296,8 @@ class PeerSummary(_Model):
     ranks: int = Field(ge=0)
     spreads: dict[str, Spread] = Field(default_factory=dict)
     """By ``score_key``: ``gpuRelative``, ``gpuIndividual``, ``sectionRelative/<name>``,
-    ``sectionIndividual/<name>``, ``sectionTail/<name>`` (v4), ``gpuIndividualMedian`` (v6)."""
+    ``sectionIndividual/<name>``, ``sectionTail/<name>`` (v4), ``gpuIndividualMedian`` (v6),
+    ``gpuRelativeMedian`` (v7)."""
 
 
 def score_key(kind: str, section: str | None = None) -> str:
@@ -550,6 +564,7 @@ def _scores_of(r: RankScores) -> Iterable[tuple[str, float | None]]:
     yield "gpuRelative", r.gpu_relative
     yield "gpuIndividual", r.gpu_individual
     yield "gpuIndividualMedian", r.gpu_individual_median
+    yield "gpuRelativeMedian", r.gpu_relative_median
     for name, v in r.section_relative.items():
         yield score_key("sectionRelative", name), v
     for name, v in r.section_individual.items():

@@ -69,6 +69,15 @@ def relative_entry_scores(
     return out
 
 
+def _weighed_entries(rows: I64, values: F64, weights: F64) -> tuple[I64, F64, F64]:
+    """The entries whose value is finite and whose weight is finite and positive."""
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(values) & np.isfinite(weights) & (weights > 0)
+    if bool(ok.all()):
+        return rows, values, weights
+    return rows[ok], values[ok], weights[ok]
+
+
 def weighted_row_mean(
     rows: I64, values: F64, weights: F64, n_rows: int, *, rows_sorted: bool = False
 ) -> F64:
@@ -78,10 +87,7 @@ def weighted_row_mean(
     ``rows_sorted`` (rows non-decreasing, as ``index_keys`` makes them) lets the sums run
     over contiguous segments instead of scattering.
     """
-    with np.errstate(invalid="ignore"):
-        ok = np.isfinite(values) & np.isfinite(weights) & (weights > 0)
-    if not bool(ok.all()):
-        rows, values, weights = rows[ok], values[ok], weights[ok]
+    rows, values, weights = _weighed_entries(rows, values, weights)
     out = np.full(n_rows, np.nan)
     if rows.size == 0:
         return out
@@ -116,11 +122,61 @@ def gpu_relative_scores(  # noqa: PLR0917 - the entry arrays belong together
     is left out: counting it would pull that rank towards 1.0. Communication kernels
     must be filtered out by the caller (``cupti_ext.kernel_keys.is_comm_kernel``).
     """
+    scores = gpu_relative_entry_scores(rows, cols, typical_ns, n_rows, n_cols)
+    return weighted_row_mean(rows, scores, total_ns, n_rows, rows_sorted=rows_sorted)
+
+
+def gpu_relative_entry_scores(
+    rows: I64, cols: I64, typical_ns: F64, n_rows: int, n_cols: int
+) -> F64:
+    """Per kernel entry, the score ``gpu_relative_scores`` weights: against the key's
+    best time, NaN for a key only one rank ran while several report kernels."""
     ok = valid(typical_ns)
     reporting = int(np.count_nonzero(np.bincount(rows[ok], minlength=n_rows)))
     support = 2 if reporting > 1 else 1
-    scores = relative_entry_scores(rows, cols, typical_ns, n_cols, min_support=support)
-    return weighted_row_mean(rows, scores, total_ns, n_rows, rows_sorted=rows_sorted)
+    return relative_entry_scores(rows, cols, typical_ns, n_cols, min_support=support)
+
+
+def weighted_row_median(rows: I64, values: F64, weights: F64, n_rows: int) -> F64:
+    """Per row, ``weighted_median`` of its entries (the lower weighted median over
+    entries whose value is finite and weight finite and positive); NaN for a row with
+    none. Each row's weights are summed in value order from zero, as ``weighted_median``
+    sums them, so a tie at exactly half the weight falls the same way on both paths."""
+    rows, values, weights = _weighed_entries(rows, values, weights)
+    out = np.full(n_rows, np.nan)
+    if rows.size == 0:
+        return out
+    order = np.lexsort((values, rows))  # by row, then by value within the row
+    r, v = rows[order], values[order]
+    counts = np.bincount(r, minlength=n_rows)
+    starts = np.cumsum(counts) - counts
+    pos = np.arange(r.size) - starts[r]
+    # One row of the matrix per rank, zero weight past its entries: a cumulative sum
+    # along each row is the plain loop's running sum, exactly.
+    cum = np.zeros((n_rows, int(counts.max())))
+    cum[r, pos] = weights[order]
+    np.cumsum(cum, axis=1, out=cum)
+    first = np.argmax(cum >= cum[:, -1:] / 2.0, axis=1)
+    present = np.flatnonzero(counts)
+    out[present] = v[starts[present] + first[present]]
+    return out
+
+
+def gpu_relative_medians(  # noqa: PLR0917 - the entry arrays belong together
+    rows: I64, cols: I64, typical_ns: F64, total_ns: F64, n_rows: int, n_cols: int
+) -> F64:
+    """One broad GPU score per rank against its peers (``gpuRelativeMedian``): the
+    kernel-time-weighted median of the per-kernel scores ``gpu_relative_scores``
+    averages.
+
+    The mean falls by the time share of the kernels whose work follows the data when a
+    rank's batch is heavier (data skew), and the memory of hardware's peer check reads
+    such a rank as a GPU further below its peers than any factor may be. A slow GPU
+    slows every kernel: the median falls with the mean. Skew on under half the kernel
+    time leaves the median on a kernel of fixed shape, at the GPU's own pace
+    (docs/decision-rule.md, "Data skew against a slow GPU")."""
+    scores = gpu_relative_entry_scores(rows, cols, typical_ns, n_rows, n_cols)
+    return weighted_row_median(rows, scores, total_ns, n_rows)
 
 
 FEW_KEYS = 32

@@ -16,7 +16,9 @@ rank has a wait share: a drop-in NVRx job that never turned it on.
 
 Each rank reports its tail statistic (``sectionTail``, ``detector.tails.RecentTail``
 over the section times it is scored on) and its broad GPU score
-(``gpuIndividualMedian``, ``scoring.gpu_individual_median``), as ``PayloadBuilder`` does.
+(``gpuIndividualMedian``, ``scoring.gpu_individual_median``), as ``PayloadBuilder`` does;
+rank 0's scoring gives each its broad score against the peers (``gpuRelativeMedian``),
+as ``report_cycle`` does.
 
 A restart (``restart``) is what a torchrun restart does to the job's detectors: every
 rank's ``RecentBest`` baselines and tails start empty, the report sequence starts again at 0,
@@ -248,6 +250,7 @@ class RealScoring:
             rank_info={i.rank: i for i in self._infos},
             world_size=self.layout.ranks,
             kernel_timing=self.kernel_timing,
+            gpu_relative_median=scores.gpu_relative_median,
         )
 
     def _wait_shares(self, w: WindowSummary) -> list[float | None] | None:

@@ -24,10 +24,11 @@ from pacekeeper.controller.core import (
     probe_check,
     sequential,
 )
-from pacekeeper.controller.core.attribution import Digest, NodeFinding, attribute, imbalance_of
+from pacekeeper.controller.core.attribution import Digest, NodeFinding, attribute
 from pacekeeper.controller.core.attribution import Verdict as Attributed
 from pacekeeper.controller.core.decisions import Reason, Verdict, node_subject
 from pacekeeper.controller.core.ids import NodeName, Rank
+from pacekeeper.controller.core.imbalance import imbalance_of
 from pacekeeper.controller.core.ladder import Exhausted, Take, Wait, next_move
 from pacekeeper.controller.core.observations import MARK_OF_ACTION
 from pacekeeper.controller.core.policy import DISRUPTIVE_ACTIONS, NODE_ACTIONS, ActionKind

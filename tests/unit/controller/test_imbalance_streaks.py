@@ -1,4 +1,4 @@
-"""``attribution.imbalance_of``: a rank below in most recent reports is a fault, not the
+"""``imbalance.imbalance_of``: a rank below in most recent reports is a fault, not the
 workload's moving imbalance, even when the capped history left it out."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from datetime import timedelta
 
 from controller_builders import T0, policy_doc
 
-from pacekeeper.controller.core.attribution import HISTORY_BELOW_CAP, imbalance_of
+from pacekeeper.controller.core.attribution import HISTORY_BELOW_CAP
+from pacekeeper.controller.core.imbalance import imbalance_of
 from pacekeeper.controller.core.state import HistoryEntry
 
 POLICY = policy_doc().policies["default"]

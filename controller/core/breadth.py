@@ -27,7 +27,8 @@ reads as its peers' median: no evidence either way, whatever its small residual 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -63,9 +64,18 @@ def broad_scores(
             out[r] = out[r] * float(lift[i])
             if act is not None and judged[r] < act <= out[r]:
                 cleared.append(r)
-    if cleared:
-        level = float(np.median([v for v in out.values() if np.isfinite(v) and v > 0]))
-        for r in cleared:
+    return read_as_peers(out, cleared) if cleared else out
+
+
+def read_as_peers(scores: Mapping[int, float], ranks: Iterable[int]) -> dict[int, float]:
+    """``scores`` with each of ``ranks`` raised to the median of the finite positive
+    scores: what the sequential test reads for a finding it must not take as evidence
+    (no evidence either way, whatever small gap is left)."""
+    out = dict(scores)
+    finite = [v for v in out.values() if math.isfinite(v) and v > 0]
+    if finite:
+        level = float(np.median(finite))
+        for r in ranks:
             out[r] = max(out[r], level)
     return out
 

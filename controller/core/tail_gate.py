@@ -22,14 +22,11 @@ gated; a report without GPU scores leaves every score as it was.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
-import numpy as np
-
 from pacekeeper.controller.core.attribution import Digest
-from pacekeeper.controller.core.breadth import broad_scores, gpu_slow
+from pacekeeper.controller.core.breadth import broad_scores, gpu_slow, read_as_peers
 from pacekeeper.controller.core.ids import Rank
 from pacekeeper.controller.core.policy import Policy
 from pacekeeper.controller.core.policy_types import ScoreKind
@@ -74,14 +71,7 @@ def gated(
     held = [r for r in tail if r in scores and r not in host_side and r not in slow_at]
     if not held:
         return scores
-    finite = [v for v in scores.values() if math.isfinite(v) and v > 0]
-    if not finite:
-        return scores
-    level = float(np.median(finite))
-    out = dict(scores)
-    for r in held:
-        out[r] = max(out[r], level)
-    return out
+    return read_as_peers(scores, held)
 
 
 def test_input(

@@ -286,7 +286,8 @@ def compare(ranks: int, baseline: Path, rounds: int) -> None:
                 path = [paths[side], *filter(None, [os.environ.get("PYTHONPATH")])]
                 env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
                 out = subprocess.run(
-                    [sys.executable, __file__, str(ranks), "--cases-json"],
+                    [sys.executable, __file__, str(ranks), "--cases-json",
+                     "--repeats", str(REPEATS)],
                     env=env, check=True, capture_output=True, text=True,
                 )  # fmt: skip
                 runs[side].append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -302,15 +303,15 @@ def compare(ranks: int, baseline: Path, rounds: int) -> None:
             "baseline outcome": runs["baseline"][0][i]["outcome"],
             "baseline ms": round(base, 2), "ours ms": round(ours, 2),
             "ours/baseline": round(ours / base, 2), "ours again ms": round(again, 2),
-            "goal": "ok" if ours / new < GOAL_MS else "MISSED",
+            "goal": "ok" if ours / new < goal_ms(ranks) else "MISSED",
         })  # fmt: skip
     emit(
         "controller_decide_compare",
         rows,
         title=f"engine.decide on one {ranks:,}-rank job, ours vs {baseline} "
-        f"(median of {rounds} interleaved rounds; goal < {GOAL_MS:g} ms per report)",
+        f"(median of {rounds} interleaved rounds; goal < {goal_ms(ranks):g} ms per report)",
         meta={"ranks": ranks, "repeats": REPEATS, "rounds": rounds, "baseline": str(baseline),
-              "goal_ms": GOAL_MS},
+              "goal_ms": goal_ms(ranks)},
     )  # fmt: skip
 
 

@@ -5,19 +5,22 @@ wait share, a GPU name, a peer group?"); a generator expression over the ranks c
 2-3 ms each at that size, ``map`` over ``attrgetter`` a fraction of it. Inside
 ``rank_table.reading()`` (one decision) each column is read once and each answer here
 kept for the rest of the call: arrays come back read-only, so no caller can change
-what the next one reads.
+what the next one reads. The columns come as numpy object arrays (``RankTable.objects``,
+views of one pass over the ranks): numbers are cast from them in one numpy loop, and
+nothing here builds a list per rank the garbage collector would walk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
-from typing import TypeVar
+from operator import itemgetter
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from pacekeeper.controller.core.rank_table import table
+from pacekeeper.controller.core.rank_table import Objects, table
 from pacekeeper.detector.score_report import RankScores
 
 A = TypeVar("A", bound=np.ndarray)
@@ -28,7 +31,7 @@ def any_given(ranks: Sequence[RankScores], field: str) -> bool:
     # The column, then a C count of its Nones: faster than a short-circuiting scan that
     # calls a function per rank, since the common answer (nothing given) reads them all.
     t = table(ranks)
-    given: bool = t.derived(("given", field), lambda: _given(t.column(field)))
+    given: bool = t.derived(("given", field), lambda: _given(t.objects(field).tolist()))
     return given
 
 
@@ -39,7 +42,7 @@ def _given(column: list[object]) -> bool:
 def any_true(ranks: Sequence[RankScores], field: str) -> bool:
     """Some rank's ``field`` is truthy (a name, a non-empty mapping)."""
     t = table(ranks)
-    true: bool = t.derived(("true", field), lambda: any(t.column(field)))
+    true: bool = t.derived(("true", field), lambda: any(t.objects(field).tolist()))
     return true
 
 
@@ -48,9 +51,9 @@ def ints(ranks: Sequence[RankScores], *fields: str) -> npt.NDArray[np.int64]:
     t = table(ranks)
 
     def make() -> npt.NDArray[np.int64]:
-        total = np.fromiter(t.column(fields[0]), np.int64, len(ranks))
+        total = t.objects(fields[0]).astype(np.int64)
         for name in fields[1:]:
-            total += np.fromiter(t.column(name), np.int64, len(ranks))
+            total += t.objects(name).astype(np.int64)
         return _frozen(total)
 
     out: npt.NDArray[np.int64] = t.derived(("ints", fields), make)
@@ -61,7 +64,7 @@ def floats(ranks: Sequence[RankScores], field: str) -> npt.NDArray[np.float64]:
     """Per rank, the float ``field`` (NaN where None)."""
     t = table(ranks)
     out: npt.NDArray[np.float64] = t.derived(
-        ("floats", field), lambda: _frozen(_float_array(t.column(field), len(ranks)))
+        ("floats", field), lambda: _frozen(t.objects(field).astype(np.float64))
     )
     return out
 
@@ -70,7 +73,7 @@ def _float_array(values: Iterable[float | None], n: int) -> npt.NDArray[np.float
     """``values`` as floats, NaN for a None. ``np.fromiter`` first: it skips the type
     sniffing ``np.array`` does per element (a third of a 131,072-value column), and
     stops at the first None, which then takes ``np.array``: ``values`` is read again,
-    so it must be iterable twice (a list, ``_Values``)."""
+    so it must be iterable twice (a list, ``_Picked``)."""
     try:
         return np.fromiter(values, np.float64, n)
     except TypeError:  # a None (not measured)
@@ -81,7 +84,7 @@ def numbers(ranks: Sequence[RankScores]) -> npt.NDArray[np.int64]:
     """Per listed row, its rank number."""
     t = table(ranks)
     out: npt.NDArray[np.int64] = t.derived(
-        "numbers", lambda: _frozen(np.fromiter(t.column("rank"), np.int64, len(ranks)))
+        "numbers", lambda: _frozen(t.objects("rank").astype(np.int64))
     )
     return out
 
@@ -90,14 +93,24 @@ def node_codes(ranks: Sequence[RankScores]) -> tuple[npt.NDArray[np.int64], dict
     """Per listed row, its node's number, and the numbers by node: nodes numbered in
     the order the report first names them (their ranks need not come together)."""
     t = table(ranks)
-
-    def make() -> tuple[npt.NDArray[np.int64], dict[str, int]]:
-        names = t.column("node")
-        index = {name: i for i, name in enumerate(dict.fromkeys(names))}
-        return _frozen(np.fromiter(map(index.__getitem__, names), np.int64, len(names))), index
-
-    out: tuple[npt.NDArray[np.int64], dict[str, int]] = t.derived("nodes", make)
+    out: tuple[npt.NDArray[np.int64], dict[str, int]] = t.derived(
+        "nodes", lambda: _node_codes(t.objects("node"))
+    )
     return out
+
+
+def _node_codes(names: Objects) -> tuple[npt.NDArray[np.int64], dict[str, int]]:
+    """A node's ranks nearly always come together: the names are looked up once per run
+    of equal names (one numpy comparison of neighbours finds the runs), not per rank."""
+    n = len(names)
+    if n == 0:
+        return _frozen(np.zeros(0, dtype=np.int64)), {}
+    starts = np.flatnonzero(np.concatenate(([True], names[1:] != names[:-1])))
+    heads = names[starts].tolist()
+    index = {name: i for i, name in enumerate(dict.fromkeys(heads))}
+    run_codes = np.fromiter(map(index.__getitem__, heads), np.int64, len(heads))
+    lengths = np.diff(np.append(starts, n))
+    return _frozen(np.repeat(run_codes, lengths)), index
 
 
 def section_block(
@@ -106,47 +119,51 @@ def section_block(
     """The section names some rank's mapping ``field`` holds (sorted), and ranks x names
     of their scores (NaN where a rank has none).
 
-    A job's ranks nearly always time the same sections, inserted in the same order: then
-    the mappings' keys, read in one C pass, equal the first one's repeated, and their
-    values come out in one pass too (at 131,072 ranks a comprehension per section cost
-    more than the rest of the decision). Any other layout takes a column at a time."""
+    A job's ranks nearly always time the same sections: then every mapping has as many
+    keys as the first and each of the first's names, and their values come out in one C
+    pass of an ``itemgetter`` of those names (at 131,072 ranks a comprehension per
+    section cost more than the rest of the decision; a pass to compare the keys first
+    cost as much as reading the values). Any other layout takes a column at a time."""
     t = table(ranks)
     out: tuple[list[str], npt.NDArray[np.float64]] = t.derived(
-        ("sections", field), lambda: _section_block(t.column(field))
+        ("sections", field), lambda: _section_block(t.objects(field))
     )
     return out
 
 
-def _section_block(
-    dicts: list[dict[str, float | None]],
-) -> tuple[list[str], npt.NDArray[np.float64]]:
+def _section_block(dicts: Objects) -> tuple[list[str], npt.NDArray[np.float64]]:
     n = len(dicts)
-    first = list(dicts[0]) if n else []
-    keys = list(chain.from_iterable(dicts))
-    if keys == first * n:
-        values = _float_array(_Values(dicts), n * len(first))
-        block = values.reshape(n, len(first))
-        names = sorted(first)
-        if names != first:
-            block = block[:, [first.index(s) for s in names]]
-        return names, _frozen(block)
-    names = sorted(set(keys))
+    names = sorted(dicts[0]) if n else []
+    if names and (np.fromiter(map(len, dicts), np.int64, n) == len(names)).all():
+        # Each mapping has as many keys as the first: read by the first's names (sorted),
+        # in one pass; a name missing somewhere (a KeyError) means other keys there.
+        get = itemgetter(*names)
+        values = _Picked(dicts, get, len(names) > 1)
+        try:
+            flat = _float_array(values, n * len(names))
+        except KeyError:
+            pass
+        else:
+            return names, _frozen(flat.reshape(n, len(names)))
+    names = sorted(set(chain.from_iterable(dicts)))
     block = np.empty((n, len(names)), dtype=np.float64)
     for j, name in enumerate(names):
         block[:, j] = np.array([d.get(name) for d in dicts], dtype=np.float64)
     return names, _frozen(block)
 
 
-class _Values:
-    """Every mapping's values in turn, iterable again (``_float_array``'s fallback)."""
+class _Picked:
+    """``get`` of every mapping in turn, flattened where it gives tuples (several
+    names), iterable again (``_float_array``'s fallback)."""
 
-    __slots__ = ("_dicts",)
+    __slots__ = ("_dicts", "_flat", "_get")
 
-    def __init__(self, dicts: list[dict[str, float | None]]) -> None:
-        self._dicts = dicts
+    def __init__(self, dicts: Objects, get: itemgetter[Any], flat: bool) -> None:
+        self._dicts, self._get, self._flat = dicts, get, flat
 
     def __iter__(self) -> Iterator[float | None]:
-        return chain.from_iterable(map(dict.values, self._dicts))
+        values = map(self._get, self._dicts)
+        return chain.from_iterable(values) if self._flat else values
 
 
 def aligned(

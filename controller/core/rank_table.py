@@ -10,13 +10,17 @@ the peer groups, "is any given?") is kept for the rest of the call.
 
 The fields a decision reads of every rank (``ROW_FIELDS``) are read together, in one
 pass: each rank's ``__dict__`` is fetched once and an ``itemgetter`` of all of them
-takes their values while the dict is in cache, chained into one flat list that is
-sliced per field. At 131,072 ranks that is ~65 ms for 13 fields on the 2-core VM,
-against ~16 ms per field for single ``attrgetter`` scans (the first touch of a rank
-object is what costs, not the Python step). By key, not by position: a ``__dict__``
-whose keys are in another order (a ``model_construct`` missing a field, then given it)
-reads the same. A rank without a ``__dict__`` entry for one of them (not a validated
-model) sends the table to single ``attrgetter`` scans, the attribute read as before.
+takes their values while the dict is in cache, chained into one ranks x fields numpy
+array of objects; a field's column is a view of it (``objects``). At 131,072 ranks
+that is ~65 ms for 14 fields on the 2-core VM, against ~16 ms per field for single
+``attrgetter`` scans (the first touch of a rank object is what costs, not the Python
+step). An object array, not lists: slicing a flat list per field touched every value
+again (~30 ms), and numpy arrays are not tracked by the garbage collector, which
+walked 1.7 million list entries whenever a decision's own allocations woke it (35-100
+ms in the fleet cases). By key, not by position: a ``__dict__`` whose keys are in
+another order (a ``model_construct`` missing a field, then given it) reads the same.
+A rank without a ``__dict__`` entry for one of them (not a validated model) sends the
+table to single ``attrgetter`` scans, the attribute read as before.
 
 Outside ``reading()`` a table is made per call: a caller that asks once pays once.
 Nothing is kept past the scope, so a report that arrives anew is read anew (the
@@ -31,6 +35,9 @@ from contextvars import ContextVar
 from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from pacekeeper.detector.score_report import RankScores
 
@@ -50,11 +57,15 @@ ROW_FIELDS = (
     "coords",
     "wait_share",
     "gpu_uuid",
+    "gpu_relative_median",
 )
 """What the core reads of every rank, read in one pass (the rest a field at a time)."""
 
 _ROW = itemgetter(*ROW_FIELDS)
 _DICT = attrgetter("__dict__")
+_AT = {name: j for j, name in enumerate(ROW_FIELDS)}
+
+Objects = npt.NDArray[np.object_]
 
 _tables: ContextVar[dict[int, RankTable] | None] = ContextVar("rank_tables", default=None)
 
@@ -62,33 +73,63 @@ _tables: ContextVar[dict[int, RankTable] | None] = ContextVar("rank_tables", def
 class RankTable:
     """The columns of one ranks list (report order), read once each."""
 
-    __slots__ = ("_columns", "_derived", "ranks")
+    __slots__ = ("_columns", "_derived", "_objects", "_rows", "_scans", "ranks")
 
     def __init__(self, ranks: Sequence[RankScores]) -> None:
         self.ranks = ranks
+        self._rows: Objects | None = None
+        """Ranks x ``ROW_FIELDS``, once read (None: not yet, or not readable so)."""
+        self._scans = False
+        """Some rank's ``__dict__`` lacks a row field: single scans only."""
         self._columns: dict[str, list[Any]] = {}
+        self._objects: dict[str, Objects] = {}
         self._derived: dict[object, Any] = {}
 
-    def column(self, field: str) -> list[Any]:
-        """Every rank's ``field``, in report order."""
-        col = self._columns.get(field)
+    def objects(self, field: str) -> Objects:
+        """Every rank's ``field``, in report order, as a read-only 1-D object array (a
+        view of the row pass for ``ROW_FIELDS``). The fast path for whole-column
+        readers: nothing is copied and nothing is tracked by the garbage collector."""
+        col = self._objects.get(field)
         if col is None:
-            if field in ROW_FIELDS and not self._columns and self._read_rows():
-                return self._columns[field]
-            col = self._columns[field] = list(map(attrgetter(field), self.ranks))
+            rows = self._read_rows() if field in _AT else None
+            if rows is not None:
+                col = rows[:, _AT[field]]
+            else:
+                values = self.column(field)
+                col = np.fromiter(values, dtype=object, count=len(values))
+                col.flags.writeable = False
+            self._objects[field] = col
         return col
 
-    def _read_rows(self) -> bool:
-        """Every ``ROW_FIELDS`` column from one pass over the ranks' ``__dict__``s;
-        False (nothing kept) where some rank's dict lacks one of them."""
-        try:
-            flat = list(chain.from_iterable(map(_ROW, map(_DICT, self.ranks))))
-        except (AttributeError, KeyError):
-            return False
-        width = len(ROW_FIELDS)
-        for j, name in enumerate(ROW_FIELDS):
-            self._columns[name] = flat[j::width]
-        return True
+    def column(self, field: str) -> list[Any]:
+        """Every rank's ``field``, in report order, as a list."""
+        col = self._columns.get(field)
+        if col is None:
+            rows = self._read_rows() if field in _AT else None
+            if rows is not None:
+                col = rows[:, _AT[field]].tolist()
+            else:
+                col = list(map(attrgetter(field), self.ranks))
+            self._columns[field] = col
+        return col
+
+    def _read_rows(self) -> Objects | None:
+        """Every ``ROW_FIELDS`` column from one pass over the ranks' ``__dict__``s; None
+        (and single scans from then on) where some rank's dict lacks one of them."""
+        if self._rows is None and not self._scans:
+            n, width = len(self.ranks), len(ROW_FIELDS)
+            try:
+                flat = np.fromiter(
+                    chain.from_iterable(map(_ROW, map(_DICT, self.ranks))),
+                    dtype=object,
+                    count=n * width,
+                )
+            except (AttributeError, KeyError):
+                self._scans = True
+                return None
+            flat.flags.writeable = False
+            self._rows = flat.reshape(n, width)
+        return self._rows
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
         """``make()``, once per table and ``key`` (callers never modify what it gives)."""

@@ -62,6 +62,10 @@ class KernelWindow:
     lost_markers: int = 0
     """Section markers that never came or were dropped at a bound: their entries'
     kernels count as unattributed."""
+    launch_threads: dict[str, float] = field(default_factory=dict)
+    """Per kernel key, its launches' typical (median) threads, grid x block, over the
+    window's records (issue #38: a bigger launch is read per unit of work); empty
+    where the backend sees no launch (events, none)."""
 
     def log_losses(self, logger: logging.Logger) -> None:
         """A WARNING for each kind of loss the window had: never silently."""

@@ -57,6 +57,8 @@ class KernelWindowBuilder:
         no section markers are made (``PACEKEEPER_KERNEL_ATTRIBUTION=gated``): every
         kernel record is then one of a traced entry's, and none waits for a marker."""
         self._global = RingStats(ring)
+        self._launches = RingStats(ring)
+        """Each key's launch threads (grid x block), every record as it arrives."""
         # Without section_stats, sections still decide which kernels count (those inside
         # a traced entry), but no per-section table is kept.
         self._per_section = (
@@ -91,6 +93,7 @@ class KernelWindowBuilder:
         # Keys are looked up as records arrive (held ones keep theirs), so both paths
         # give key ids, and the overflow key, in the same order.
         kid = self.keys.lookup(dec.kernels.name_ptr, dec.kernels.threads)
+        self._launches.add(kid, dec.kernels.threads.astype(np.float64))
         self._attribute_all(dec.kernels, kid)
 
     def _add_markers(self, dec: DecodedBuffer) -> None:
@@ -309,7 +312,9 @@ class KernelWindowBuilder:
             unattributed_records=self._unattributed,
             held_records=self.pending_records,
             lost_markers=max(0, lost - self._lost_before),  # the memset ring may go
+            launch_threads={keys[k]: s.median_ns for k, s in self._launches.snapshot().items()},
         )
+        self._launches.reset()
         self._lost_before = lost
         self._global.reset()
         if per_section is not None:

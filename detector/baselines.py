@@ -15,7 +15,11 @@ are known:
   taint being undone). Only after ``adapt_after`` slow windows in a row is the slower
   level accepted as a new regime (a changed batch size, a new phase of training);
 * memory is bounded: ``max_keys`` keys x ``windows`` floats (least recently seen keys
-  are evicted first).
+  are evicted first);
+* beside each recorded time, the launch's typical threads (``update_launches``; NaN
+  when not given): a window's kernel launched bigger than the baseline's typical launch
+  is read per unit of work (``scoring.per_work_individual``). The times recorded, and
+  so the baseline, are the same with or without threads.
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ class RecentBest:
         self._rows: OrderedDict[Hashable, int] = OrderedDict()  # least recently seen first
         self._allocated = 0  # rows handed out so far (the arrays may be larger)
         self._hist = np.full((0, windows), np.nan)
+        self._threads = np.full((0, windows), np.nan)
+        """Beside each recorded time, its launch's typical threads (NaN: unknown)."""
         self._next = np.zeros(0, np.int64)
         self._slow = np.zeros(0, np.int64)
 
@@ -74,23 +80,50 @@ class RecentBest:
         """``update`` for each key in turn (same results), vectorized over the keys."""
         keys = list(keys)
         typical = np.asarray(typical, np.float64)
+        n = len(keys)
+        # A report's few distinct keys: the plain loop, no numpy call added.
+        if n <= min(FEW_KEYS, self.max_keys) and n == len(typical) and len(set(keys)) == n:
+            return np.array(self._update_few(keys, typical, [math.nan] * n)[1])
+        return self.update_launches(keys, typical, None)[0]
+
+    def update_launches(
+        self, keys: Iterable[Hashable], typical: np.ndarray, threads: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``update_many`` with each window's typical launch ``threads`` (None or NaN:
+        unknown) recorded beside its time: the baselines, and per key the threads of
+        the window whose time the baseline is (NaN where unknown): the launch the
+        baseline ran."""
+        keys = list(keys)
+        typical = np.asarray(typical, np.float64)
         if len(keys) != len(typical):
             raise ValueError(f"{len(keys)} keys but {len(typical)} typical times")
+        thr = np.full(len(keys), np.nan) if threads is None else np.asarray(threads, np.float64)
+        if len(thr) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(thr)} thread counts")
         if len(set(keys)) != len(keys):  # a key twice: the second sees the first
-            return np.concatenate(
-                [self.update_many([k], typical[i : i + 1]) for i, k in enumerate(keys)]
-            )
-        if len(keys) <= min(FEW_KEYS, self.max_keys):
-            return np.array(self._update_few(keys, typical), np.float64)
+            parts = [
+                self.update_launches([k], typical[i : i + 1], thr[i : i + 1])
+                for i, k in enumerate(keys)
+            ]
+            return np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
         out = np.empty(len(keys))
+        launch = np.empty(len(keys))
         # Chunks of at most max_keys: a key evicted to make room is then never one of
         # the chunk's own keys (those were all just moved to the recent end).
         for lo in range(0, len(keys), self.max_keys):
             hi = lo + self.max_keys
             chunk = keys[lo:hi]
-            update = self._update_few if len(chunk) <= FEW_KEYS else self._update_unique
-            out[lo:hi] = update(chunk, typical[lo:hi])
-        return out
+            rows, out[lo:hi] = (
+                self._update_few(chunk, typical[lo:hi], thr[lo:hi].tolist())
+                if len(chunk) <= FEW_KEYS
+                else self._update_unique(chunk, typical[lo:hi], thr[lo:hi])
+            )
+            launch[lo:hi] = (
+                np.nan
+                if threads is None
+                else _baseline_launches(self._hist[rows], self._threads[rows])
+            )
+        return out, launch
 
     def _row(self, key: Hashable) -> int:
         row = self._rows.get(key)
@@ -105,6 +138,7 @@ class RecentBest:
             if row == len(self._hist):
                 self._grow()
         self._hist[row] = np.nan
+        self._threads[row] = np.nan
         self._next[row] = 0
         self._slow[row] = 0
         self._rows[key] = row
@@ -114,10 +148,13 @@ class RecentBest:
         n = len(self._next)
         extra = min(max(16, n), self.max_keys - n)  # doubling, never past max_keys rows
         self._hist = np.vstack([self._hist, np.full((extra, self.windows), np.nan)])
+        self._threads = np.vstack([self._threads, np.full((extra, self.windows), np.nan)])
         self._next = np.concatenate([self._next, np.zeros(extra, np.int64)])
         self._slow = np.concatenate([self._slow, np.zeros(extra, np.int64)])
 
-    def _update_unique(self, keys: list[Hashable], typical: np.ndarray) -> np.ndarray:
+    def _update_unique(
+        self, keys: list[Hashable], typical: np.ndarray, threads: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         rows = np.fromiter((self._row(k) for k in keys), np.int64, len(keys))
         valid = np.isfinite(typical) & (typical > 0)
         known, sorted_hist = _known_sorted(self._hist[rows])
@@ -132,20 +169,25 @@ class RecentBest:
         self._slow[rows[held_out]] = streak[held_out]
         new_regime = slow & ~held_out  # slow for long enough: learn the new level afresh
         self._hist[rows[new_regime]] = np.nan
+        self._threads[rows[new_regime]] = np.nan
         rec = valid & ~held_out
         r = rows[rec]
         self._slow[r] = 0
-        self._hist[r, self._next[r] % self.windows] = typical[rec]
+        slot = self._next[r] % self.windows
+        self._hist[r, slot] = typical[rec]
+        self._threads[r, slot] = threads[rec]
         self._next[r] += 1
-        return _baselines(*_known_sorted(self._hist[rows]))
+        return rows, _baselines(*_known_sorted(self._hist[rows]))
 
-    def _update_few(self, keys: list[Hashable], typical: np.ndarray) -> list[float]:
+    def _update_few(
+        self, keys: list[Hashable], typical: np.ndarray, threads: list[float]
+    ) -> tuple[list[int], list[float]]:
         """``_update_unique`` key by key in plain Python: the same rule and results
         (``tests/unit/detector/test_baselines.py`` compares the two)."""
         rows = [self._row(k) for k in keys]
-        hist, nxt, slow_run = self._hist, self._next, self._slow
+        hist, nxt, slow_run, launches = self._hist, self._next, self._slow, self._threads
         out = []
-        for row, t in zip(rows, typical.tolist(), strict=True):
+        for row, t, n in zip(rows, typical.tolist(), threads, strict=True):
             times = hist[row].tolist()
             recorded = sorted(filter(math.isfinite, times))  # NaN: not recorded
             valid = 0 < t < math.inf
@@ -156,18 +198,20 @@ class RecentBest:
                     out.append(_baseline(recorded))
                     continue
                 hist[row] = np.nan  # slow for long enough: learn the new level afresh
+                launches[row] = np.nan
                 times, recorded = [math.nan] * self.windows, []
             if valid:
                 slow_run[row] = 0
                 slot = int(nxt[row]) % self.windows
                 hist[row, slot] = t
+                launches[row, slot] = n
                 nxt[row] += 1
                 replaced = times[slot]
                 if math.isfinite(replaced):
                     recorded.remove(replaced)
                 bisect.insort(recorded, t)
             out.append(_baseline(recorded))
-        return out
+        return rows, out
 
     def baseline(self, key: Hashable) -> float:
         row = self._rows.get(key)
@@ -218,5 +262,17 @@ def _baselines(known: np.ndarray, sorted_hist: np.ndarray) -> np.ndarray:
     idx = np.arange(len(known))
     k = np.where(known < 3, 0, np.maximum(1, known // 4))
     out: np.ndarray = sorted_hist[idx, np.minimum(k, sorted_hist.shape[1] - 1)].copy()
+    out[known == 0] = np.nan
+    return out
+
+
+def _baseline_launches(hist: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """Per row, the threads recorded beside the time ``_baselines`` picks (the same
+    position in the row's sorted times; NaN with no time or no threads recorded)."""
+    order = np.argsort(hist, axis=1, kind="stable")  # NaN (not recorded) sorts last
+    known = np.isfinite(hist).sum(axis=1)
+    k = np.where(known < 3, 0, np.maximum(1, known // 4))
+    idx = np.arange(len(known))
+    out: np.ndarray = threads[idx, order[idx, np.minimum(k, hist.shape[1] - 1)]].copy()
     out[known == 0] = np.nan
     return out

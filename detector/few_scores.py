@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .reports import RankInfo
-from .scoring import plain_weighted_mean, usable, weighted_median
+from .scoring import plain_per_work_scores, plain_weighted_mean, usable, weighted_median
 
 
 class RankPayload(Protocol):
@@ -43,6 +43,8 @@ class RankPayload(Protocol):
     def kernel_total_ns(self) -> npt.NDArray[np.float64]: ...
     @property
     def gpu_individual(self) -> float: ...
+    @property
+    def kernel_threads(self) -> npt.NDArray[np.float64] | None: ...
 
 
 FEW_ENTRIES = 96
@@ -166,6 +168,19 @@ def _gpu_relative(
         at += len(p.kernel_ids)
     reporting = sum(1 for a, b, _ in bounds if any(usable(t) for _, _, t in kernels[a:b]))
     scores = _relative(kernels, 2 if reporting > 1 else 1)
+    if any(p.kernel_threads is not None for p in payloads):  # per unit of work
+        threads = [
+            n
+            for p in payloads
+            for n in (
+                [math.nan] * len(p.kernel_ids)
+                if p.kernel_threads is None
+                else p.kernel_threads.tolist()
+            )
+        ]
+        scores = plain_per_work_scores(
+            [k for _, k, _ in kernels], scores, [t for _, _, t in kernels], threads
+        )
     means: list[float] = []
     medians: list[float] = []
     for a, b, p in bounds:

@@ -149,9 +149,13 @@ class PayloadBuilder:
         ker_names = list(kernels)
         ker_med = np.array([kernels[k].median_ns for k in ker_names], dtype=np.float64)
         ker_tot = np.array([kernels[k].total_ns for k in ker_names], dtype=np.float64)
-        ker_base = self.kernel_baselines.update_many(ker_names, ker_med)
+        ker_thr = _launch_threads(window, ker_names)
+        ker_base, base_thr = self.kernel_baselines.update_launches(ker_names, ker_med, ker_thr)
+        thr = None if ker_thr is None else (ker_thr, base_thr)
         gpu_ind = (
-            scoring.gpu_individual_score(ker_med, ker_base, ker_tot) if ker_names else math.nan
+            scoring.gpu_individual_score(ker_med, ker_base, ker_tot, *(thr or ()))
+            if ker_names
+            else math.nan
         )
         ker_ids = self.key_ids.ids(ker_names)
         # Kernel names travel once per id, and all of them again every
@@ -177,11 +181,13 @@ class PayloadBuilder:
             probe=probe,
             section_tail=sec_tail,
             gpu_individual_median=(
-                scoring.gpu_individual_median(ker_med, ker_base, ker_tot) if ker_names else None
+                scoring.gpu_individual_median(ker_med, ker_base, ker_tot, *(thr or ()))
+                if ker_names
+                else None
             ),
         )
         payload = RankPayload(
-            info, sec_ids, sec_med, sec_ind, ker_ids, ker_med, ker_tot, gpu_ind, names
+            info, sec_ids, sec_med, sec_ind, ker_ids, ker_med, ker_tot, gpu_ind, names, ker_thr
         )
         return payload, sec_summ, ker_summ
 
@@ -231,6 +237,15 @@ def _cuda_synchronize() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def _launch_threads(window: KernelWindow | None, names: list[str]) -> np.ndarray | None:
+    """Per kernel, its launches' typical threads (``KernelWindow.launch_threads``, NaN
+    unknown); None when the backend gives none (the payload then carries none)."""
+    launches = getattr(window, "launch_threads", None)
+    if not launches:
+        return None
+    return np.array([launches.get(k, math.nan) for k in names], np.float64)
 
 
 def _gpu_wait_share(comm_ns: float, kernels: dict[str, KernelStat]) -> float | None:

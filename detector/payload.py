@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Literal
 
 import numpy as np
@@ -68,6 +68,19 @@ class RankPayload:
     gpu_individual: float = math.nan
     names: dict[int, str] = field(default_factory=dict)
     """Names for ids the receiver may not know yet (sections: always; kernels: new ones)."""
+    kernel_threads: F64 | None = None
+    """Per kernel, its launches' typical (median) threads, grid x block; NaN or None:
+    unknown, and then no key of this rank is read per unit of work
+    (``scoring.per_work_entry_scores``)."""
+
+    def __setstate__(self, state: list[object]) -> None:
+        # Pickled by the gather: a payload from a build without the trailing fields
+        # (kernel_threads) unpickles with their defaults, so mixed builds still score.
+        for f, v in zip(fields(self), state, strict=False):
+            object.__setattr__(self, f.name, v)
+        for f in fields(self)[len(state) :]:
+            default = f.default_factory() if f.default_factory is not MISSING else f.default
+            object.__setattr__(self, f.name, default)
 
     @classmethod
     def empty(cls, info: RankInfo) -> RankPayload:
@@ -217,6 +230,10 @@ def _vectorised_maps(
             k_scores = scoring.gpu_relative_entry_scores(
                 kidx.rows, kidx.cols, kmed, n, kidx.keys.size
             )
+            kthr = _kernel_threads(payloads)
+            k_scores = scoring.per_work_entry_scores(
+                kidx.cols, k_scores, kmed, kthr, kidx.keys.size
+            )
             g = scoring.weighted_row_mean(kidx.rows, k_scores, ktot, n, rows_sorted=True)
             gpu_rel = _per_rank(ranks, g, only_rank)
             g_med = scoring.weighted_row_median(kidx.rows, k_scores, ktot, n)
@@ -228,3 +245,18 @@ def _vectorised_maps(
             sind = np.concatenate([p.section_individual for p in payloads])
             sec_ind = _per_key(ranks, sidx.rows, sidx.cols, sind, sidx.keys, names, only_rank)
     return gpu_rel, sec_rel, gpu_ind, sec_ind, gpu_rel_median
+
+
+def _kernel_threads(payloads: Sequence[RankPayload]) -> F64 | None:
+    """Every kernel entry's typical launch threads, in payload order (NaN for a payload
+    without them); None when no payload carries any."""
+    if all(p.kernel_threads is None for p in payloads):
+        return None
+    return np.concatenate(
+        [
+            np.full(len(p.kernel_ids), np.nan)
+            if p.kernel_threads is None
+            else np.asarray(p.kernel_threads, np.float64)
+            for p in payloads
+        ]
+    )

@@ -115,14 +115,18 @@ def gpu_relative_scores(  # noqa: PLR0917 - the entry arrays belong together
     n_cols: int,
     *,
     rows_sorted: bool = False,
+    threads: F64 | None = None,
 ) -> F64:
     """One GPU score per rank: the kernel scores weighted by each kernel's time share.
 
     A kernel seen on a single rank (in a job of several) has no peer to compare with and
     is left out: counting it would pull that rank towards 1.0. Communication kernels
     must be filtered out by the caller (``cupti_ext.kernel_keys.is_comm_kernel``).
+    ``threads`` (each entry's typical launch threads, NaN unknown) reads a bigger
+    launch per unit of work (``per_work_entry_scores``).
     """
     scores = gpu_relative_entry_scores(rows, cols, typical_ns, n_rows, n_cols)
+    scores = per_work_entry_scores(cols, scores, typical_ns, threads, n_cols)
     return weighted_row_mean(rows, scores, total_ns, n_rows, rows_sorted=rows_sorted)
 
 
@@ -135,6 +139,59 @@ def gpu_relative_entry_scores(
     reporting = int(np.count_nonzero(np.bincount(rows[ok], minlength=n_rows)))
     support = 2 if reporting > 1 else 1
     return relative_entry_scores(rows, cols, typical_ns, n_cols, min_support=support)
+
+
+def per_work_entry_scores(
+    cols: I64, scores: F64, typical_ns: F64, threads: F64 | None, n_cols: int
+) -> F64:
+    """Kernel entry ``scores`` read per unit of work where a key's launches differ in size.
+
+    A data-dependent kernel that does more work is launched bigger (a GEMM's grid follows
+    the token count, attention's batch x heads x sequence blocks); a slow GPU runs the
+    same launch slower. Per key, the reference launch is the smallest typical thread
+    count among the entries with a valid time and thread count; an entry launched bigger
+    than it scores ``min(1, score x threads / reference)``: its time as if it had run the
+    reference launch, against the same best time as today. Nothing else moves: an entry
+    at the reference launch, one without a thread count (NaN, an older payload) and
+    every key whose launches are all the same size keep their scores bit for bit
+    (``threads`` None returns ``scores`` itself). So the rescaling can only raise the
+    score of a rank that launched bigger, never lower any rank's: a kernel whose time
+    does not grow with its launch (a grid smaller than the GPU's SM count) reads faster
+    per unit of work, never slower (docs/decision-rule.md, "Work per launch").
+    NaN rule: an entry whose score is NaN stays NaN."""
+    if threads is None:
+        return scores
+    ok = valid(threads) & valid(typical_ns)
+    if not bool(ok.any()):
+        return scores
+    lo = np.full(n_cols, np.inf)
+    np.minimum.at(lo, cols[ok], threads[ok])
+    with np.errstate(invalid="ignore"):
+        bigger = ok & (threads > lo[cols]) & np.isfinite(scores)
+    if not bool(bigger.any()):
+        return scores
+    out = scores.copy()
+    at = np.flatnonzero(bigger)
+    out[at] = np.minimum(1.0, scores[at] * (threads[at] / lo[cols[at]]))
+    return out
+
+
+def plain_per_work_scores(
+    keys: Sequence[int], scores: Sequence[float], typical: Sequence[float],
+    threads: Sequence[float],
+) -> list[float]:  # fmt: skip
+    """``per_work_entry_scores`` over Python floats (the same results); ``keys`` name
+    each entry's key."""
+    lo: dict[int, float] = {}
+    for k, t, n in zip(keys, typical, threads, strict=True):
+        if usable(t) and usable(n):
+            b = lo.get(k)
+            lo[k] = n if b is None or n < b else b
+    out = list(scores)
+    for i, (k, t, n, s) in enumerate(zip(keys, typical, threads, scores, strict=True)):
+        if usable(t) and usable(n) and n > lo[k] and math.isfinite(s):
+            out[i] = min(1.0, s * (n / lo[k]))
+    return out
 
 
 def weighted_row_median(rows: I64, values: F64, weights: F64, n_rows: int) -> F64:
@@ -163,7 +220,14 @@ def weighted_row_median(rows: I64, values: F64, weights: F64, n_rows: int) -> F6
 
 
 def gpu_relative_medians(  # noqa: PLR0917 - the entry arrays belong together
-    rows: I64, cols: I64, typical_ns: F64, total_ns: F64, n_rows: int, n_cols: int
+    rows: I64,
+    cols: I64,
+    typical_ns: F64,
+    total_ns: F64,
+    n_rows: int,
+    n_cols: int,
+    *,
+    threads: F64 | None = None,
 ) -> F64:
     """One broad GPU score per rank against its peers (``gpuRelativeMedian``): the
     kernel-time-weighted median of the per-kernel scores ``gpu_relative_scores``
@@ -174,8 +238,10 @@ def gpu_relative_medians(  # noqa: PLR0917 - the entry arrays belong together
     such a rank as a GPU further below its peers than any factor may be. A slow GPU
     slows every kernel: the median falls with the mean. Skew on under half the kernel
     time leaves the median on a kernel of fixed shape, at the GPU's own pace
-    (docs/decision-rule.md, "Data skew against a slow GPU")."""
+    (docs/decision-rule.md, "Data skew against a slow GPU"). ``threads``: as
+    ``gpu_relative_scores``."""
     scores = gpu_relative_entry_scores(rows, cols, typical_ns, n_rows, n_cols)
+    scores = per_work_entry_scores(cols, scores, typical_ns, threads, n_cols)
     return weighted_row_median(rows, scores, total_ns, n_rows)
 
 
@@ -196,8 +262,57 @@ def individual_scores(typical: F64, baseline: F64) -> F64:
     return out
 
 
-def gpu_individual_score(typical_ns: F64, baseline_ns: F64, total_ns: F64) -> float:
-    """This rank's GPU score against its own baseline, weighted by kernel time share."""
+def per_work_individual(
+    scores: list[float], threads: F64 | None, baseline_threads: F64 | None
+) -> list[float]:
+    """Per kernel, its individual score read per unit of work where this window's launch
+    was bigger than the one its baseline's windows ran (``RecentBest.update_launches``):
+    ``min(1, score x threads / baseline threads)``, as ``per_work_entry_scores`` reads
+    a bigger launch against peers. Every other score is kept as it is (None: all)."""
+    if threads is None or baseline_threads is None:
+        return scores
+    out = scores
+    for i, (n, b) in enumerate(zip(threads.tolist(), baseline_threads.tolist(), strict=True)):
+        s = scores[i]
+        if usable(n) and usable(b) and n > b and math.isfinite(s):
+            if out is scores:
+                out = list(scores)
+            out[i] = min(1.0, s * (n / b))
+    return out
+
+
+def _per_work_or_none(
+    typical_ns: F64, baseline_ns: F64, threads: F64 | None, baseline_threads: F64 | None
+) -> list[float] | None:
+    """The individual kernel scores read per unit of work; None where no kernel's launch
+    was bigger than its baseline's (the caller then scores as without threads, so the
+    result is the same bit for bit)."""
+    if threads is None or baseline_threads is None:
+        return None
+    with np.errstate(invalid="ignore"):
+        if not bool((threads > baseline_threads).any()):  # NaN compares False
+            return None
+    plain = plain_individual_scores(typical_ns.tolist(), baseline_ns.tolist())
+    out = per_work_individual(plain, threads, baseline_threads)
+    return None if out is plain else out
+
+
+def gpu_individual_score(
+    typical_ns: F64,
+    baseline_ns: F64,
+    total_ns: F64,
+    threads: F64 | None = None,
+    baseline_threads: F64 | None = None,
+) -> float:
+    """This rank's GPU score against its own baseline, weighted by kernel time share;
+    ``threads`` and ``baseline_threads`` read a bigger launch per unit of work
+    (``per_work_individual``)."""
+    per_work = _per_work_or_none(typical_ns, baseline_ns, threads, baseline_threads)
+    if per_work is not None:
+        if len(typical_ns) > FEW_KEYS:
+            rows = np.zeros(len(per_work), dtype=np.int64)
+            return float(weighted_row_mean(rows, np.array(per_work), total_ns, 1)[0])
+        return plain_weighted_mean(per_work, total_ns.tolist())
     if len(typical_ns) <= FEW_KEYS:
         plain = plain_individual_scores(typical_ns.tolist(), baseline_ns.tolist())
         return plain_weighted_mean(plain, total_ns.tolist())
@@ -321,7 +436,13 @@ def weighted_median(values: Iterable[float], weights: Iterable[float]) -> float:
     return pairs[-1][0]
 
 
-def gpu_individual_median(typical_ns: F64, baseline_ns: F64, total_ns: F64) -> float:
+def gpu_individual_median(
+    typical_ns: F64,
+    baseline_ns: F64,
+    total_ns: F64,
+    threads: F64 | None = None,
+    baseline_threads: F64 | None = None,
+) -> float:
     """This rank's broad GPU score (``gpuIndividualMedian``): the kernel-time-weighted
     median of its per-kernel scores against its own baseline.
 
@@ -331,7 +452,10 @@ def gpu_individual_median(typical_ns: F64, baseline_ns: F64, total_ns: F64) -> f
     the median then shows the whole slowdown, as the mean does. Data skew slows only the
     data-dependent kernels: while they are under half the kernel time, the median sits
     on a kernel of fixed shape and stays at the GPU's own speed (docs/decision-rule.md,
-    "Data skew against a slow GPU")."""
+    "Data skew against a slow GPU"). ``threads``: as ``gpu_individual_score``."""
+    per_work = _per_work_or_none(typical_ns, baseline_ns, threads, baseline_threads)
+    if per_work is not None:
+        return weighted_median(per_work, total_ns.tolist())
     if len(typical_ns) <= FEW_KEYS:
         plain = plain_individual_scores(typical_ns.tolist(), baseline_ns.tolist())
         return weighted_median(plain, total_ns.tolist())

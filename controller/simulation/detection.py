@@ -178,6 +178,7 @@ class RealScoring:
             self._names[i] = name
         k_med_all = w.kernel_median_ns[:, keep]
         k_tot_all = w.kernel_total_ns[:, keep]
+        k_thr_all = None if w.kernel_threads is None else w.kernel_threads[:, keep]
         sec_ns = w.section_median_s * 1e9
         if self.collective_timing and w.section_work_median_s is not None:
             # Scored on the work done, as the detector does: the wait for peers inside a
@@ -195,9 +196,14 @@ class RealScoring:
             names_r = [n for n, ok in zip(k_names, ran, strict=True) if ok]
             k_med = k_med_all[r, ran]
             k_tot = k_tot_all[r, ran]
-            k_base = self._kernel_base[r].update_many(names_r, k_med)
-            gpu_ind = scoring.gpu_individual_score(k_med, k_base, k_tot) if names_r else math.nan
-            gpu_med = scoring.gpu_individual_median(k_med, k_base, k_tot) if names_r else None
+            # Launch sizes (issue #38), where modelled: read per unit of work.
+            k_thr = None if k_thr_all is None else k_thr_all[r, ran]
+            k_base, b_thr = self._kernel_base[r].update_launches(names_r, k_med, k_thr)
+            thr = () if k_thr is None else (k_thr, b_thr)
+            gpu_ind = (
+                scoring.gpu_individual_score(k_med, k_base, k_tot, *thr) if names_r else math.nan
+            )
+            gpu_med = scoring.gpu_individual_median(k_med, k_base, k_tot, *thr) if names_r else None
             s_med = sec_ns[r]
             s_base = self._section_base[r].update_many(w.section_names, s_med)
             s_ind = scoring.individual_scores(s_med, s_base)
@@ -225,7 +231,17 @@ class RealScoring:
             )
             self._infos[r] = info
             payloads.append(
-                RankPayload(info, s_ids, s_med, s_ind, k_ids[ran], k_med, k_tot, gpu_ind)
+                RankPayload(
+                    info,
+                    s_ids,
+                    s_med,
+                    s_ind,
+                    k_ids[ran],
+                    k_med,
+                    k_tot,
+                    gpu_ind,
+                    kernel_threads=k_thr,
+                )
             )
         scores = score_payloads(payloads, self._names, relative=True, individual=True)
         report = Report(

@@ -26,7 +26,11 @@ import numpy as np
 import numpy.typing as npt
 
 from pacekeeper.controller.simulation.faults import Fault, FaultKind, Throttle, step_effects
-from pacekeeper.controller.simulation.noise_families import NoiseFamily, NoiseProcess
+from pacekeeper.controller.simulation.noise_families import (
+    NoiseFamily,
+    NoiseProcess,
+    launch_threads,
+)
 from pacekeeper.controller.simulation.pauses import JobPause, pause_times
 from pacekeeper.controller.simulation.waits import Pipeline, synchronise
 from pacekeeper.cupti_ext.sampling import sample_every_for
@@ -172,6 +176,9 @@ class WindowSummary:
     """ranks: how much longer identical GPU work takes at the window's end (static spread
     x drift x faults, no work imbalance, no host time): what a confirmation probe
     measures."""
+    kernel_threads: F64 | None = None
+    """ranks x kernels: each kernel's typical launch threads (NaN: none); None: launch
+    sizes not modelled (a data skew whose extra work grows no launch)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +284,10 @@ class JobSimulator:
             self._skew_kernels = self._noise.data_dependent_kernels(
                 st.kernel_base_ns * st.kernel_per_step
             )
+        self._grown: B | None = None
+        """The data-dependent kernels whose launch grows with the skew (issue #38)."""
+        if self._noise is not None and self._skew_kernels is not None:
+            self._grown = self._noise.grown_launches(self._skew_kernels)
         if self.p.kernel_sample_every is not None and self.p.kernel_sample_every < 1:
             raise ValueError(f"kernel_sample_every must be >= 1, got {self.p.kernel_sample_every}")
         self.kernel_sample_every = self.p.kernel_sample_every or sample_every_for(
@@ -458,6 +469,9 @@ class JobSimulator:
             cols = np.flatnonzero(dd)
             med[:, cols] *= skew[:, :1]
             tot[:, cols] *= skew[:, :1]
+        thr = None
+        if skew is not None and self._grown is not None and self._grown.any():
+            thr = launch_threads(self._grown, skew[:, 0])
         # Communication kernels spin while waiting for peers, so they carry the wait.
         sync_ns = sync.allreduce_sync_s * 1e9
         shares = np.array([0.8, 0.2])
@@ -488,6 +502,7 @@ class JobSimulator:
             wait_s=section_wait.sum(axis=1),
             wall_s=wall_s,
             gpu_speed=(st.speed[:, None] * drift * comp_fault)[:, -1].copy(),
+            kernel_threads=None if thr is None else _pad_nan(thr, med.shape[1]),
         )
         self._step += steps
         self._window += 1
@@ -568,3 +583,8 @@ class JobSimulator:
 
     def windows(self, count: int) -> list[WindowSummary]:
         return [self.next_window() for _ in range(count)]
+
+
+def _pad_nan(a: F64, cols: int) -> F64:
+    """``a`` with NaN columns appended up to ``cols`` (the kernels it does not cover)."""
+    return np.concatenate([a, np.full((a.shape[0], cols - a.shape[1]), np.nan)], axis=1)

@@ -16,7 +16,9 @@ a family leaves every other draw of the simulator alone. Per rank and step it gi
   in the data-dependent kernels only (``skew_kernel_share`` of the kernel time,
   ``data_dependent_kernels``): the step's compute grows by ``skew_size``, those kernels
   by ``skew_size / share``, the kernels of fixed shape not at all (1.0: every kernel,
-  the model before issue #38's broad GPU score);
+  the model before issue #38's broad GPU score). A ``skew_launch_share`` of those
+  kernels launch bigger in proportion to their extra work (a GEMM's grid follows the
+  token count; ``launch_threads``), the rest keep a fixed launch and loop inside;
 * ``loader_s``: host time in the data loader — bursty stalls: bursts start on a rank
   at ``stall_bursts_per_h``, last ``stall_burst_s``; inside one each step stalls with
   probability ``stall_prob`` for an exponential ``stall_s`` on average.
@@ -36,6 +38,12 @@ import numpy.typing as npt
 
 F64 = npt.NDArray[np.float64]
 NOISE_STREAM = 0x401CE
+LAUNCH_STREAM = 0x1A0C4
+"""Which data-dependent kernels launch bigger draws from ``[seed, NOISE_STREAM,
+LAUNCH_STREAM]``: adding it left the noise stream's draws as they were."""
+BASE_THREADS = float(1 << 20)
+"""Every kernel's launch (grid x block threads) at the job's typical batch; only ratios
+between ranks of one kernel matter to the scores."""
 MIN_SPEED = 0.5
 """A jitter draw never makes a step more than twice as fast (Student-t tails with few
 degrees of freedom reach far)."""
@@ -60,6 +68,9 @@ class NoiseFamily:
     skew_kernel_share: float = 1.0
     """Share of the compute kernels' time whose work depends on the data (varlen
     attention, routed expert GEMMs): where a skewed rank's extra work runs."""
+    skew_launch_share: float = 0.0
+    """Share of those data-dependent kernels whose launch grows with the extra work
+    (the rest loop inside a fixed launch); 0: no launch sizes are reported."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -70,6 +81,7 @@ class NoiseFamily:
             "skew_share": 0 <= self.skew_share <= 1,
             "skew_dwell_windows": self.skew_dwell_windows >= 1,
             "skew_kernel_share": 0 < self.skew_kernel_share <= 1,
+            "skew_launch_share": 0 <= self.skew_launch_share <= 1,
             "stall_s": self.stall_s >= 0 and self.stall_burst_s >= 0,
             "skew_size": self.skew_size >= 0 and self.stall_bursts_per_h >= 0,
         }
@@ -101,6 +113,7 @@ class NoiseProcess:
 
     def __init__(self, family: NoiseFamily, ranks: int, step_s: float, seed: int) -> None:
         self.f = family
+        self.seed = seed
         self.ranks = ranks
         self.step_s = step_s
         self.rng = np.random.default_rng([seed, NOISE_STREAM])
@@ -127,6 +140,17 @@ class NoiseProcess:
         take = int(np.argmin(np.abs(cum - self.f.skew_kernel_share))) + 1
         out = np.zeros(k, dtype=bool)
         out[order[:take]] = True
+        return out
+
+    def grown_launches(self, data_dependent: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """Which of the ``data_dependent`` kernels launch bigger under skew: a random
+        ``skew_launch_share`` of them by count (rounded), from the launch stream."""
+        cols = np.flatnonzero(data_dependent)
+        take = round(self.f.skew_launch_share * cols.size)
+        out = np.zeros(data_dependent.size, dtype=bool)
+        if take > 0:
+            rng = np.random.default_rng([self.seed, NOISE_STREAM, LAUNCH_STREAM])
+            out[rng.permutation(cols)[:take]] = True
         return out
 
     def innovations(self, shape: tuple[int, int]) -> F64:
@@ -168,3 +192,12 @@ class NoiseProcess:
                 left = np.where(on, left - 1, 0)
             self.burst_left = left
         return NoiseDraw(speed, work, loader)
+
+
+def launch_threads(grown: npt.NDArray[np.bool_], skew: F64) -> F64:
+    """Per rank and kernel, the window's typical launch threads: ``BASE_THREADS``, times
+    the rank's skew factor (``skew``, one per rank: the window's extra work in the
+    data-dependent kernels) on the ``grown`` kernels."""
+    out = np.full((skew.size, grown.size), BASE_THREADS)
+    out[:, grown] *= skew[:, None]
+    return out

@@ -46,14 +46,17 @@ RANGES: dict[str, tuple[float, float]] = {
     "skew_size": (0.02, 0.15),
     "skew_dwell_windows": (3.0, 30.0),
     "skew_kernel_share": (0.05, 0.8),
+    "skew_launch_share": (0.0, 1.0),
     "fitted_scale": (0.5, 2.0),
     "slowdown": (0.10, 0.30),
     "fault_start_s": (300.0, 900.0),
     "host_stall_s": (0.2, 0.4),
 }
 """Every drawn figure's range (min, max); the fault start is rounded to a window.
-``skew_kernel_share`` (the data-dependent share of kernel time, docs/simulator.md) is
-drawn last, so adding it left every other draw of a scenario as it was."""
+``skew_kernel_share`` (the data-dependent share of kernel time, docs/simulator.md) and
+then ``skew_launch_share`` (the share of those kernels whose launch grows with the
+extra work, issue #38) are drawn last, so adding each left every other draw of a
+scenario as it was."""
 LOG_UNIFORM = {"jitter_cv", "tail_df", "stall_bursts_per_h", "stall_burst_s", "stall_s",
                "drift_amp", "drift_period_s", "fast_drift_period_s", "skew_share",
                "skew_dwell_windows", "fitted_scale"}  # fmt: skip
@@ -157,5 +160,6 @@ def sample(space: str, index: int, window_s: float = 60.0) -> Sampled:
     sc = _scenario(f"{space}-{index}", fault, fam, d, window_s)
     if family == "data-skew":
         fam = replace(fam, skew_kernel_share=d("skew_kernel_share"))
+        fam = replace(fam, skew_launch_share=d("skew_launch_share"))  # after every other
         sc = replace(sc, family=fam)
     return Sampled(index, seed, family, fault, sc, dict(d.got))

@@ -28,11 +28,15 @@ MAD_TO_SIGMA = 1.4826
 def against(raw: F64, ref: F64, mad: F64, act: float, k: float | None) -> F64:
     """``raw / ref`` capped at 1; within ``k`` robust spreads of the reference: at least
     ``act``. NaN where either side is missing."""
+    # In place where it can be: at 131,072 ranks x 10 columns each temporary is 10 MB.
     with np.errstate(all="ignore"):
-        out = np.minimum(raw / np.where(ref > 0, ref, np.nan), 1.0)
+        out = np.divide(raw, np.where(ref > 0, ref, np.nan))
+        np.minimum(out, 1.0, out=out)
         if k is not None:
-            quiet = (ref - raw) < k * MAD_TO_SIGMA * mad
-            out = np.where(quiet & (out < act), act, out)
+            quiet = np.subtract(ref, raw)
+            quiet = np.less(quiet, k * MAD_TO_SIGMA * mad)
+            quiet &= out < act
+            np.copyto(out, act, where=quiet)
     return np.asarray(out, dtype=np.float64)
 
 
@@ -110,13 +114,18 @@ def _leave_one_out(sub: F64) -> tuple[F64, F64]:
 
 
 def _whole_group(sub: F64) -> tuple[F64, F64]:
-    finite = np.isfinite(sub)
+    # Each column's members made contiguous first (groups x columns x members): numpy
+    # partitions a strided axis a third slower (131,072 ranks x 10 columns of ``worst``:
+    # ~30 against ~20 ms a median on the 2-core VM). The same numbers either way.
+    cols = np.ascontiguousarray(np.swapaxes(sub, 1, 2))
+    finite = np.isfinite(cols)
     # nanmedian walks each column in Python when any value is NaN; a job whose ranks all
     # measured every score (nearly always) takes the plain median, the same numbers.
     median = np.median if finite.all() else np.nanmedian
-    med = median(sub, axis=1)
-    dev = median(np.abs(sub - med[:, None, :]), axis=1)
-    enough = np.count_nonzero(finite, axis=1) >= 2
+    med = median(cols, axis=2)
+    spread = np.subtract(cols, med[:, :, None], out=cols)
+    dev = median(np.abs(spread, out=spread), axis=2)
+    enough = np.count_nonzero(finite, axis=2) >= 2
     med = np.where(enough, med, np.nan)
     shape = sub.shape
     return np.broadcast_to(med[:, None, :], shape), np.broadcast_to(dev[:, None, :], shape)

@@ -25,6 +25,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pacekeeper.controller.core import rank_columns
+from pacekeeper.controller.core.rank_table import table
 from pacekeeper.detector.score_report import REPLICA_DIMENSIONS, ScoreReport
 
 Kind = Literal["slice", "groups"]
@@ -59,13 +61,24 @@ def align(
     measured member is below)."""
     if report.truncated or len(below) < 2:
         return None
+    ranks = report.ranks
+    if not rank_columns.any_true(ranks, "coords"):
+        return None  # no rank carries coordinates (a drop-in job): nothing to line up
+    # Whole columns (``rank_table``), not an attribute read per rank: at 131,072 ranks a
+    # loop over the rank objects cost ~30-50 ms a decision.
+    t = table(ranks)
     wanted = set(measured)
     coords: dict[int, Mapping[str, int]] = {}
     nodes: dict[int, str] = {}
-    for r in report.ranks:
-        if r.rank in wanted and r.coords:
-            coords[r.rank] = r.coords
-            nodes[r.rank] = r.node
+    for rank, c, node in zip(
+        rank_columns.numbers(ranks).tolist(),
+        t.objects("coords").tolist(),
+        t.objects("node").tolist(),
+        strict=True,
+    ):
+        if c and rank in wanted:
+            coords[rank] = c
+            nodes[rank] = node
     slow = {r for r in below if r in coords}
     if len(slow) < 2:
         return None

@@ -138,6 +138,10 @@ class Digest:
     """Per listed rank (report order), the judged score; NaN where not usable."""
     pattern: PatternMatch | None = None
     """The slow ranks the job's learned pattern accounts for (``with_pattern``)."""
+    peers_only: dict[int, float] = field(default_factory=dict)
+    """Rank -> score before the peer check, for ranks it lowered that a healthy spread
+    explains when read broadly (``peers.Judged.peers_only``): the lowering is no
+    evidence for a disruptive step."""
     unlisted_nodes: int = 0
     """Nodes a bounded report counts but does not name (``summary.omittedNodes``):
     counted in ``job_nodes``, never acted on (no rank of theirs is listed)."""
@@ -369,6 +373,7 @@ def _digest(
         gpu_ratio=judged.gpu_ratio,
         host_side=judged.host_side,
         tail=judged.tail,
+        peers_only=judged.peers_only,
         calibration=calibration,
         waits_timed=judged.waits_timed,
         values=np.where(usable, values, np.nan),

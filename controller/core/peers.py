@@ -127,6 +127,11 @@ class Judged:
     """Rank -> tail against its peers': slow in its tail (``score.tail``, ``tail``)."""
     waits_timed: bool = False
     """Some listed rank carries a wait share (read once here; ``attribution`` asks too)."""
+    peers_only: dict[int, float] = field(default_factory=dict)
+    """Rank -> its score before the peer check, for the ranks the check lowered whose GPU
+    a healthy spread still explains read as broadly as its kernels show it
+    (``_GpuPeers.checked``): named, but the lowering is no evidence for a disruptive
+    step (``tail_gate.test_input``)."""
 
     def scores(self) -> list[float | None]:
         """``values`` as a list, None where a rank has no usable score (off the hot path)."""
@@ -159,10 +164,15 @@ def judge(
     ratio = None if gpu is None else _as_list(gpu.ratio)
     host: dict[int, float] = {}
     tails: dict[int, float] = {}
+    peers_only: dict[int, float] = {}
     if relative:
         values, reported = _peer_relative(ranks, policy, groups, summaries, gpu, report.truncated)
         if gpu is not None and sel.kind is ScoreKind.GPU_INDIVIDUAL:
-            values = gpu.checked(values, groups, summaries, act, k)
+            before = values
+            values, spread = gpu.checked(values, groups, summaries, act, k)
+            if spread.any():
+                numbers = rank_columns.numbers(ranks)[spread].tolist()
+                peers_only = dict(zip(numbers, before[spread].tolist(), strict=True))
         if sel.host_side:
             ratios = None if gpu is None else gpu.ratio
             values, host = _with_host_side(
@@ -178,7 +188,10 @@ def judge(
         if not relative:
             return Judged(values, gpu_ratio=ratio)
         below = _below(ranks, reported, act)
-        return Judged(values, reported_below=below, gpu_ratio=ratio, host_side=host, tail=tails)
+        return Judged(
+            values, reported_below=below, gpu_ratio=ratio, host_side=host, tail=tails,
+            peers_only=peers_only,
+        )  # fmt: skip
     wait = rank_columns.floats(ranks, "wait_share")
     # The busy share is a time (longer is slower): its inverse is compared like a score.
     with np.errstate(divide="ignore"):
@@ -207,7 +220,10 @@ def judge(
             values[i] = q[i] if not math.isfinite(v) else min(v, q[i])
     named = {rank: round(float(q[i]), 4) for rank, i in culprits.items()}
     below = _below(ranks, reported, act) - victims.keys()
-    return Judged(values, victims, named, frozenset(below), ratio, host, tails, waits_timed=True)
+    return Judged(
+        values, victims, named, frozenset(below), ratio, host, tails, waits_timed=True,
+        peers_only=peers_only,
+    )  # fmt: skip
 
 
 def _needs_gpu_peers(cal: GpuCalibration, kind: ScoreKind) -> bool:
@@ -374,6 +390,10 @@ class _GpuPeers:
     """Raw GPU relative score over the peers' median of them, uncapped (NaN: none)."""
     calibrated: F64
     """GPU relative score divided by the GPU's factor (NaN: none)."""
+    broad_ratio: F64
+    """``ratio`` read as broadly as the rank's kernels show it: the higher of its GPU
+    relative score and its ``gpuRelativeMedian`` (v7) over the peers' median of each;
+    ``ratio`` where the report carries no median. Never below ``ratio``."""
 
     @classmethod
     def of(
@@ -388,7 +408,15 @@ class _GpuPeers:
         with np.errstate(all="ignore"):
             ratio = raw / np.where(ref[:, 0] > 0, ref[:, 0], np.nan)
             calibrated = raw / calibration.factors
-        return cls(calibration, ratio, calibrated)
+        broad_ratio = ratio
+        if rank_columns.any_given(ranks, "gpu_relative_median"):
+            med = rank_columns.floats(ranks, "gpu_relative_median")
+            med_ref, _ = groups.references(med[:, None], summaries, ["gpuRelativeMedian"])
+            with np.errstate(all="ignore"):
+                med_ratio = med / np.where(med_ref[:, 0] > 0, med_ref[:, 0], np.nan)
+            # fmax: a rank without a median (or peers with none) keeps its mean.
+            broad_ratio = np.fmax(ratio, med_ratio)
+        return cls(calibration, ratio, calibrated, broad_ratio)
 
     def checked(
         self,
@@ -397,19 +425,34 @@ class _GpuPeers:
         summaries: dict[str, PeerSummary],
         act: float,
         k: float | None,
-    ) -> F64:
+    ) -> tuple[F64, npt.NDArray[np.bool_]]:
         """``values`` (individual scores against the peers'), lowered to the calibrated
         relative score where that is lower and means something: the GPU's factor is
         known, or it lies further below its peers than any factor may (so no spread
         between healthy GPUs explains it), and it is more than the track band below
-        ``act``."""
+        ``act``. And which lowered ranks a healthy spread still explains when read
+        broadly: no known factor, and ``broad_ratio`` within the factor's range or
+        within the track band of its edge.
+
+        Those stay lowered (named; a pipeline stage's pattern stays whole), but are no
+        evidence for a disruptive step. The relative score is a time-weighted mean,
+        which data skew pulls down by the share of the kernels whose work follows the
+        data, while a slow GPU slows the median kernel too: a GPU at the edge of the
+        healthy spread with a heavier batch was restarted that way (issue #38, sampled
+        scenario 64: median 0.87 of its peers', mean 0.77). And a healthy GPU drifts
+        within the band, which is what the band is for: one at the spread's edge
+        drifting 3 % slower sat at 0.848 and was restarted (scenario 290).
+        docs/decision-rule.md, "The relative median"."""
         cal = self.calibration
+        none = np.zeros(values.shape, dtype=np.bool_)
         if not cal.peer_check:
-            return values
+            return values, none
         column = self.calibrated[:, None]
         ref, mad = groups.references(column, summaries, ["gpuRelative"])
         rel = against(column, ref, mad, act, k)[:, 0]
         with np.errstate(invalid="ignore"):
             meaningful = cal.known | (self.ratio < 1.0 - cal.max_deviation)
             lower = np.isfinite(rel) & meaningful & ~(values <= rel) & (rel < act - cal.band)
-        return np.where(lower, rel, values)
+            edge = 1.0 - cal.max_deviation - cal.band
+            spread = lower & ~cal.known & ~(self.broad_ratio < edge)
+        return np.where(lower, rel, values), spread

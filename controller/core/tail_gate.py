@@ -77,10 +77,16 @@ def gated(
 def test_input(
     d: Digest, policy: Policy, slow_at: Mapping[Rank, datetime]
 ) -> tuple[Mapping[int, float], Mapping[Rank, datetime]]:
-    """What the sequential test reads for digest ``d`` (the broad GPU score, then the
-    gate), and the job's slow GPU windows after it."""
+    """What the sequential test reads for digest ``d`` (a rank the peer check lowered
+    within a healthy spread, ``Digest.peers_only``, at its score before the check; the
+    broad GPU score; then the gate), and the job's slow GPU windows after it."""
     act = policy.thresholds.act
-    scores = broad_scores(d.judged_scores(), d.report, policy.score.kind, act)
+    judged = d.judged_scores()
+    for r, before in d.peers_only.items():
+        # The tail's and the host side's findings stand (the tail has its own gate).
+        if r in judged and r not in d.host_side and r not in d.tail:
+            judged[r] = max(judged[r], before)
+    scores = broad_scores(judged, d.report, policy.score.kind, act)
     if policy.score.kind is not ScoreKind.GPU_INDIVIDUAL or policy.score.tail is None:
         return scores, slow_at
     keep = remembered(slow_at, gpu_slow(d.report, act), d.at, memory_s(d.report.window_s))

@@ -258,13 +258,7 @@ class RingStats:
         per group (the launch-bound window's build on the H200, 9 keys: 0.43 -> 0.38
         ms, docs/kernel-timing.md)."""
         n = len(self._rows)
-        scratch = self._snapshot_scratch
-        if scratch is None or len(scratch[1]) < n:
-            work, out = np.empty(self.ring), np.empty((max(n, 16), native.SNAPSHOT_FIELDS))
-            scratch = self._snapshot_scratch = (work, out, native.ptr(work), native.ptr(out))
-        work, out, work_ptr, out_ptr = scratch
-        pointers = self.address_array()
-        lib.lib.pk_snapshot(native.ptr(pointers), self.ring, n, work_ptr, out_ptr)
+        out = self._snapshot_rows(lib)
         # Rows are given in order (``_row``), so the i-th group has row i.
         return {
             g: KernelStat(
@@ -278,6 +272,37 @@ class RingStats:
             )
             for g, (count, med, avg, lo, hi, sd, tot) in zip(
                 self._rows, out[:n].tolist(), strict=True
+            )
+            if count > 0
+        }
+
+    def _snapshot_rows(self, lib: native.NativeLib) -> F64:
+        """``pk_snapshot``'s output: one row of statistics per row of the table."""
+        n = len(self._rows)
+        scratch = self._snapshot_scratch
+        if scratch is None or len(scratch[1]) < n:
+            work, out = np.empty(self.ring), np.empty((max(n, 16), native.SNAPSHOT_FIELDS))
+            scratch = self._snapshot_scratch = (work, out, native.ptr(work), native.ptr(out))
+        work, out, work_ptr, out_ptr = scratch
+        pointers = self.address_array()
+        lib.lib.pk_snapshot(native.ptr(pointers), self.ring, n, work_ptr, out_ptr)
+        return out
+
+    def medians(self) -> dict[int, float]:
+        """Each group's median since the last reset: ``snapshot``'s ``median_ns`` alone,
+        without a ``KernelStat`` per group (a window's launch sizes, issue #38: a third
+        of the cost of a snapshot)."""
+        if not self._rows:
+            return {}
+        lib = native.library()
+        if lib is None:
+            return {g: st.median_ns for g, st in self._snapshot_numpy().items()}
+        n = len(self._rows)
+        out = self._snapshot_rows(lib)
+        return {
+            g: med
+            for g, count, med in zip(
+                self._rows, out[:n, 0].tolist(), out[:n, 1].tolist(), strict=True
             )
             if count > 0
         }

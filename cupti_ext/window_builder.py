@@ -312,7 +312,7 @@ class KernelWindowBuilder:
             unattributed_records=self._unattributed,
             held_records=self.pending_records,
             lost_markers=max(0, lost - self._lost_before),  # the memset ring may go
-            launch_threads={keys[k]: s.median_ns for k, s in self._launches.snapshot().items()},
+            launch_threads={keys[k]: m for k, m in self._launches.medians().items()},
         )
         self._launches.reset()
         self._lost_before = lost

@@ -37,3 +37,20 @@ def test_each_key_carries_its_median_launch_threads() -> None:
     _feed(b, marker(2, 0, False, 20), kernels([21], name_ptr=1, threads=896),
           marker(2, 0, True, 22))  # fmt: skip
     assert b.take(["step"]).launch_threads == {gemm: 896.0}
+
+
+def test_medians_are_the_snapshots_medians_on_both_paths(monkeypatch) -> None:
+    import numpy as np
+
+    from pacekeeper.cupti_ext import kernel_stats, native
+
+    rng = np.random.default_rng(3)
+    groups = rng.integers(0, 40, 5000).astype(np.int64)
+    values = rng.choice([640.0, 768.0, 896.0], 5000)
+    for lib in (native.library(), None):
+        monkeypatch.setattr(native, "library", lambda lib=lib: lib)
+        stats = kernel_stats.RingStats(ring=64)
+        stats.add(groups, values)
+        assert stats.medians() == {g: s.median_ns for g, s in stats.snapshot().items()}
+        stats.reset()
+        assert stats.medians() == {}

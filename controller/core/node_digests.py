@@ -60,6 +60,14 @@ class NodeDigests(Mapping[NodeName, NodeDigest]):
             nd = self._made[node] = NodeDigest(n, m, n - m, below, self._min[i] if m else None)
         return nd
 
+    def get(self, node: str, default: NodeDigest | None = None) -> NodeDigest | None:  # type: ignore[override]
+        """``Mapping.get`` without raising and catching a ``KeyError`` for a node the
+        report does not name (a bounded report's ~2,500 summarised nodes, each asked)."""
+        nd = self._made.get(node)
+        if nd is not None:
+            return nd
+        return self[node] if node in self._index else default
+
     def __setitem__(self, node: str, nd: NodeDigest) -> None:
         self._made[node] = nd
 

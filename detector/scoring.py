@@ -151,7 +151,7 @@ def per_work_entry_scores(
     same launch slower. Per key, the reference launch is the smallest typical thread
     count among the entries with a valid time and thread count; an entry launched bigger
     than it scores ``min(1, score x threads / reference)``: its time as if it had run the
-    reference launch, against the same best time as today. Nothing else moves: an entry
+    reference launch, against the same best time as without it. Nothing else moves: an entry
     at the reference launch, one without a thread count (NaN, an older payload) and
     every key whose launches are all the same size keep their scores bit for bit
     (``threads`` None returns ``scores`` itself). So the rescaling can only raise the

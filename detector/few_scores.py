@@ -168,7 +168,8 @@ def _gpu_relative(
         at += len(p.kernel_ids)
     reporting = sum(1 for a, b, _ in bounds if any(usable(t) for _, _, t in kernels[a:b]))
     scores = _relative(kernels, 2 if reporting > 1 else 1)
-    if any(p.kernel_threads is not None for p in payloads):  # per unit of work
+    per_work = scores  # the median's: a bigger launch per unit of work; the mean's: time
+    if any(p.kernel_threads is not None for p in payloads):
         threads = [
             n
             for p in payloads
@@ -178,7 +179,7 @@ def _gpu_relative(
                 else p.kernel_threads.tolist()
             )
         ]
-        scores = plain_per_work_scores(
+        per_work = plain_per_work_scores(
             [k for _, k, _ in kernels], scores, [t for _, _, t in kernels], threads
         )
     means: list[float] = []
@@ -186,5 +187,5 @@ def _gpu_relative(
     for a, b, p in bounds:
         totals = p.kernel_total_ns.tolist()
         means.append(plain_weighted_mean(scores[a:b], totals))
-        medians.append(weighted_median(scores[a:b], totals))
+        medians.append(weighted_median(per_work[a:b], totals))
     return _per_rank(ranks, means, only_rank), _per_rank(ranks, medians, only_rank)

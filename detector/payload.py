@@ -230,12 +230,14 @@ def _vectorised_maps(
             k_scores = scoring.gpu_relative_entry_scores(
                 kidx.rows, kidx.cols, kmed, n, kidx.keys.size
             )
+            # The mean stays a time (what the step pays; the host side reads it); the
+            # median reads a bigger launch per unit of work (what the GPU is).
+            g = scoring.weighted_row_mean(kidx.rows, k_scores, ktot, n, rows_sorted=True)
+            gpu_rel = _per_rank(ranks, g, only_rank)
             kthr = _kernel_threads(payloads)
             k_scores = scoring.per_work_entry_scores(
                 kidx.cols, k_scores, kmed, kthr, kidx.keys.size
             )
-            g = scoring.weighted_row_mean(kidx.rows, k_scores, ktot, n, rows_sorted=True)
-            gpu_rel = _per_rank(ranks, g, only_rank)
             g_med = scoring.weighted_row_median(kidx.rows, k_scores, ktot, n)
             gpu_rel_median = _per_rank(ranks, g_med, only_rank)
     if individual and n:

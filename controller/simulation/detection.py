@@ -196,13 +196,12 @@ class RealScoring:
             names_r = [n for n, ok in zip(k_names, ran, strict=True) if ok]
             k_med = k_med_all[r, ran]
             k_tot = k_tot_all[r, ran]
-            # Launch sizes (issue #38), where modelled: read per unit of work.
+            # Launch sizes (issue #38), where modelled: the median reads them per unit of
+            # work; the mean stays a time, as on a rank (local_payload).
             k_thr = None if k_thr_all is None else k_thr_all[r, ran]
             k_base, b_thr = self._kernel_base[r].update_launches(names_r, k_med, k_thr)
             thr = () if k_thr is None else (k_thr, b_thr)
-            gpu_ind = (
-                scoring.gpu_individual_score(k_med, k_base, k_tot, *thr) if names_r else math.nan
-            )
+            gpu_ind = scoring.gpu_individual_score(k_med, k_base, k_tot) if names_r else math.nan
             gpu_med = scoring.gpu_individual_median(k_med, k_base, k_tot, *thr) if names_r else None
             s_med = sec_ns[r]
             s_base = self._section_base[r].update_many(w.section_names, s_med)

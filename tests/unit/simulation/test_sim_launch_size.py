@@ -54,11 +54,11 @@ def _last_report(launch_share: float, windows: int = 6) -> tuple[np.ndarray, np.
     real = RealScoring(sim.layout)
     reports = [real.report(w) for w in sim.windows(windows)]
     assert sim._noise is not None
-    rel = np.array([r.gpu_relative for r in reports[-1].ranks], np.float64)
+    rel = np.array([r.gpu_relative_median for r in reports[-1].ranks], np.float64)
     return rel, sim._noise.skewed
 
 
-def test_skew_that_grows_every_launch_keeps_the_skewed_ranks_gpu_relative() -> None:
+def test_skew_that_grows_every_launch_keeps_the_skewed_ranks_gpu_relative_median() -> None:
     off, skewed = _last_report(0.0)
     on, skewed_on = _last_report(1.0)
     assert (skewed == skewed_on).all() and skewed.any()
@@ -89,7 +89,7 @@ def test_the_individual_score_reads_a_grown_launch_per_unit_of_work() -> None:
         real = RealScoring(sim.layout)
         worst = []
         for w in sim.windows(16):
-            ind = [r.gpu_individual for r in real.report(w).ranks]
+            ind = [r.gpu_individual_median for r in real.report(w).ranks]
             worst.append(min(v for v in ind if v is not None))
         return float(np.min(worst[4:]))
 

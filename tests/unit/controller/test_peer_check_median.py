@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from pacekeeper.controller.core.decisions import Verdict
-from pacekeeper.controller.core.peers import GpuCalibration, judge
+from pacekeeper.controller.core.peers import GpuCalibration, Judged, judge
 from pacekeeper.controller.core.policy import ActionKind, Policy, load_policy_file
 from pacekeeper.controller.simulation.runner import Replayer
 from pacekeeper.detector.score_report import JobIdentity, RankScores, ScoreReport
@@ -63,7 +63,7 @@ def _report(rel: dict[int, tuple[float, float | None]], seq: int = 1, n: int = N
     )
 
 
-def _judged(report: ScoreReport, known: tuple[int, ...] = ()):  # noqa: ANN202
+def _judged(report: ScoreReport, known: tuple[int, ...] = ()) -> Judged:
     flags = np.zeros(len(report.ranks), dtype=np.bool_)
     flags[list(known)] = True
     cal = GpuCalibration(

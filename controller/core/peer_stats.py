@@ -10,9 +10,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pacekeeper.controller.core.rank_columns import any_given, any_true
+from pacekeeper.controller.core.rank_columns import any_given, any_true, coord_block, first_seen
 from pacekeeper.controller.core.rank_table import table
-from pacekeeper.detector.score_report import PeerSummary, RankScores, peer_key
+from pacekeeper.detector.score_report import (
+    REPLICA_DIMENSIONS,
+    PeerSummary,
+    RankScores,
+    peer_key,
+)
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -57,10 +62,31 @@ class Groups:
     def _of(cls, ranks: Sequence[RankScores]) -> Groups:
         if not any_given(ranks, "group") and not any_true(ranks, "coords"):  # one job
             return cls([""], [np.arange(len(ranks), dtype=np.int64)])
+        if not any_given(ranks, "group") and (block := coord_block(ranks)) is not None:
+            return cls._of_coords(*block)
         index: dict[str, list[int]] = {}
         for i, r in enumerate(ranks):
             index.setdefault(peer_key(r), []).append(i)
         return cls(list(index), [np.asarray(v, dtype=np.int64) for v in index.values()])
+
+    @classmethod
+    def _of_coords(cls, names: list[str], values: I64) -> Groups:
+        """``peer_key`` of every rank from its coordinates' columns (every rank carries
+        the same names): the distinct values of the names that are not replica
+        dimensions, in the order they first occur; a rank at a time cost ~0.3 s at
+        131,072 ranks."""
+        dims = [j for j, name in enumerate(names) if name not in REPLICA_DIMENSIONS]
+        if not dims:
+            return cls([""], [np.arange(len(values), dtype=np.int64)])
+        sub = values[:, dims]
+        code, first = first_seen(sub)
+        keys = [
+            ",".join(f"{names[j]}={v}" for j, v in zip(dims, sub[i].tolist(), strict=True))
+            for i in first
+        ]
+        by_group = np.argsort(code, kind="stable").astype(np.int64)
+        ends = np.cumsum(np.bincount(code, minlength=len(keys)))[:-1]
+        return cls(keys, list(np.split(by_group, ends)))
 
     def minimum(self, values: F64) -> F64:
         """Per rank, the lowest value in its group (NaN: none)."""

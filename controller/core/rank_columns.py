@@ -166,6 +166,67 @@ class _Picked:
         return chain.from_iterable(values) if self._flat else values
 
 
+def coord_block(ranks: Sequence[RankScores]) -> tuple[list[str], npt.NDArray[np.int64]] | None:
+    """When every rank carries coordinates under the same names (a job that called
+    ``set_topology``): those names, sorted, and ranks x names of their values; else None
+    (some rank without coordinates, or with other names)."""
+    t = table(ranks)
+    out: tuple[list[str], npt.NDArray[np.int64]] | None = t.derived(
+        "coords", lambda: _coord_block(t.objects("coords"))
+    )
+    return out
+
+
+def _coord_block(col: Objects) -> tuple[list[str], npt.NDArray[np.int64]] | None:
+    n = len(col)
+    if n == 0 or not col[0] or col.tolist().count(None):
+        return None
+    names = sorted(col[0])
+    if not (np.fromiter(map(len, col), np.int64, n) == len(names)).all():
+        return None
+    get = itemgetter(*names)
+    picked = map(get, col)
+    try:
+        flat = np.fromiter(
+            chain.from_iterable(picked) if len(names) > 1 else picked, np.int64, n * len(names)
+        )
+    except KeyError:  # as many names, other ones
+        return None
+    return names, _frozen(flat.reshape(n, len(names)))
+
+
+def first_seen(block: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], list[int]]:
+    """Per row of ``block``, the number of its distinct row (numbered in the order they
+    first occur), and the row where each first occurs."""
+    key = _row_keys(block)
+    if key is None:
+        _, first, inverse = np.unique(block, axis=0, return_index=True, return_inverse=True)
+    else:
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    relabel = np.empty(len(order), dtype=np.int64)
+    relabel[order] = np.arange(len(order), dtype=np.int64)
+    return relabel[inverse.reshape(-1)], first[order].tolist()
+
+
+def _row_keys(block: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:
+    """One integer per row, equal exactly where the rows are (mixed radix over each
+    column's range): a sort of integers, not of rows (``np.unique(axis=0)`` sorts a
+    131,072-row block ~5x slower). None where the ranges' product could overflow."""
+    if block.size == 0:
+        return None
+    low, high = block.min(axis=0), block.max(axis=0)
+    key = np.zeros(block.shape[0], dtype=np.int64)
+    span = 1
+    for j in range(block.shape[1]):
+        radix = int(high[j]) - int(low[j]) + 1
+        if span * radix >= 2**62:
+            return None
+        key = key * radix + (block[:, j] - low[j])
+        span *= radix
+    return key
+
+
 def aligned(
     names: list[str], block: npt.NDArray[np.float64], wanted: list[str]
 ) -> npt.NDArray[np.float64]:

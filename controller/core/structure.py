@@ -21,13 +21,16 @@ Separate from ``attribution`` because it reads the topology, not the scores.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from pacekeeper.controller.core import rank_columns
 from pacekeeper.controller.core.rank_table import table
-from pacekeeper.detector.score_report import REPLICA_DIMENSIONS, ScoreReport
+from pacekeeper.detector.score_report import REPLICA_DIMENSIONS, RankScores, ScoreReport
 
 Kind = Literal["slice", "groups"]
 
@@ -64,6 +67,9 @@ def align(
     ranks = report.ranks
     if not rank_columns.any_true(ranks, "coords"):
         return None  # no rank carries coordinates (a drop-in job): nothing to line up
+    block = rank_columns.coord_block(ranks)
+    if block is not None:
+        return _align_columns(ranks, block, below, measured)
     # Whole columns (``rank_table``), not an attribute read per rank: at 131,072 ranks a
     # loop over the rank objects cost ~30-50 ms a decision.
     t = table(ranks)
@@ -93,6 +99,78 @@ def align(
             if best is None or rank < best[0]:
                 best = (rank, found)
     return None if best is None else best[1]
+
+
+def _align_columns(
+    ranks: Sequence[RankScores],
+    block: tuple[list[str], npt.NDArray[np.int64]],
+    below: Collection[int],
+    measured: Collection[int],
+) -> Alignment | None:
+    """``align`` where every rank carries the same coordinate names (``block``: those
+    names and their values): each dimension's cells numbered from the value columns,
+    not a string per rank, dimension and kind (~1 s at 131,072 ranks)."""
+    names, values = block
+    numbers = rank_columns.numbers(ranks)
+    rows = np.flatnonzero(np.isin(numbers, _array(measured)))
+    listed = numbers[rows]
+    slow = np.isin(listed, _array(below))
+    if np.count_nonzero(slow) < 2:
+        return None
+    vals = values[rows]
+    nodes = rank_columns.node_codes(ranks)[0][rows]
+    best: tuple[tuple[int, int, int, str], Alignment] | None = None
+    for j, dim in enumerate(names):
+        for kind in ("slice", "groups"):
+            cols = [j] if kind == "slice" else [i for i in range(len(names)) if i != j]
+            if not cols:
+                continue  # one dimension: a single group, which splits nothing
+            found = _whole_columns(
+                dim, kind, [names[i] for i in cols], vals[:, cols], slow, nodes, listed
+            )
+            if found is None:
+                continue
+            rank = (-len(found.ranks), len(found.cells), kind != "slice", dim)
+            if best is None or rank < best[0]:
+                best = (rank, found)
+    return None if best is None else best[1]
+
+
+def _whole_columns(  # noqa: PLR0917 (one dimension's cells and what they hold)
+    dim: str,
+    kind: Kind,
+    names: list[str],
+    cells_of: npt.NDArray[np.int64],
+    slow: npt.NDArray[np.bool_],
+    nodes: npt.NDArray[np.int64],
+    listed: npt.NDArray[np.int64],
+) -> Alignment | None:
+    """``_whole_cells`` on columns: ``cells_of`` the values (ranks x ``names``) that
+    make a rank's cell, ``nodes`` its node's number, ``listed`` its rank number."""
+    code, first = rank_columns.first_seen(cells_of)
+    if len(first) < 2:
+        return None  # the dimension does not split this job
+    count = np.bincount(code, minlength=len(first))
+    whole = (count >= 2) & (np.bincount(code, weights=slow, minlength=len(first)) == count)
+    inside = whole[code]
+    if kind == "groups" and np.count_nonzero(whole) == 1 and np.unique(nodes[inside]).size < 2:
+        return None  # one group on one node: a slow node looks the same
+    covered = np.flatnonzero(inside)
+    if covered.size < 2 or covered.size == len(code):
+        return None  # nothing to explain, or the whole job (job-wide)
+    hosts = np.unique(nodes[covered])
+    work = kind == "slice" and dim not in REPLICA_DIMENSIONS
+    if not work and hosts.size == 1 and inside[nodes == hosts[0]].all():
+        return None  # exactly one whole node: a slow node looks the same
+    cells = sorted(
+        ",".join(f"{n}={v}" for n, v in zip(names, cells_of[first[c]].tolist(), strict=True))
+        for c in np.flatnonzero(whole).tolist()
+    )
+    return Alignment(dim, kind, tuple(cells), frozenset(listed[covered].tolist()))
+
+
+def _array(ranks: Collection[int]) -> npt.NDArray[np.int64]:
+    return np.fromiter(ranks, np.int64, len(ranks))
 
 
 def _whole_cells(

@@ -23,6 +23,8 @@ peers' trimmed mean, clipped at ``CLIP`` (heavy tails move the statistic by at m
 that), and enter the CUSUM as Bennett's log-likelihood bound, whose exponential is a
 supermartingale under no change: the threshold ``log(windows per day / rate)`` then
 bounds false alarms per GPU-day by the rate (Ville's inequality, once per CUSUM run).
+A second CUSUM of the same deviations clipped at ``WIDE`` lets a slowdown of many
+scales count for what it is; the two share the rate (``WIDE_SHARE``, union bound).
 
 The scores are the judged ones: with ``score.tail`` a rank slow in two of its last
 fifteen windows is judged low for as long as its tail remembers them, so a rank slow
@@ -58,6 +60,14 @@ median worth subtracting (a test that cannot move never passes)."""
 CLIP = 6.0
 """Standardized deviations are clipped here: one wild window moves the statistic by at
 most this much, whatever the tails."""
+WIDE = 24.0
+"""The clip of the second, wide statistic: a slowdown of many noise scales (a GPU 28 %
+slower where the peers drift 1 %: x ~ 25-35) counts for what it is, where at ``CLIP``
+every such window adds the same as one at 6 scales."""
+WIDE_SHARE = 0.1
+"""The share of the false-alarm rate the wide statistic spends; the clipped one spends
+the rest. Each passes at its own threshold, so by the union bound the two together stay
+within the rate (docs/decision-rule.md, "Two clips")."""
 FLOOR = 1e-3
 """Smallest scale, in log-score units (0.1 %): finer than any report resolves, and it
 keeps a job of identical scores from dividing by zero."""
@@ -78,12 +88,22 @@ class RankTest:
     """Its deviations from its peers (log-score units), oldest first."""
     cusum: float = 0.0
     run: int = 0
-    """Reports since the statistic was last zero: the windows the scale leaves out."""
+    """Reports since both statistics were last zero: the windows the scale leaves out."""
     scale: float = 0.0
     """The noise scale used in the last report (evidence)."""
+    wide: float = 0.0
+    """The CUSUM of the same deviations clipped at ``WIDE`` instead of ``CLIP``."""
 
     def passes(self, threshold: float) -> bool:
-        return len(self.history) >= MIN_WINDOWS and self.cusum >= threshold
+        """Either statistic at its share of the rate: ``threshold`` (the whole rate's,
+        ``threshold()``) plus log(1 / share)."""
+        if len(self.history) < MIN_WINDOWS:
+            return False
+        return self.cusum >= threshold + NARROW_EXTRA or self.wide >= threshold + WIDE_EXTRA
+
+
+NARROW_EXTRA = -math.log1p(-WIDE_SHARE)
+WIDE_EXTRA = -math.log(WIDE_SHARE)
 
 
 def threshold(rate_per_gpu_day: float, window_s: float) -> float:
@@ -124,24 +144,38 @@ def advance(
     scale = np.fmax(np.nan_to_num(own[:, 0], nan=0.0), max(float(pooled[0]), spread, FLOOR))
     rho = min(max(float(pooled[1]), 0.0), MAX_RHO)
     centre = float(np.mean(np.clip(e, q10, q90)))
-    x = np.clip((e - centre) / scale, -CLIP, CLIP)
-    v = max(1.0, float(np.mean(x * x))) * (1.0 + rho) / (1.0 - rho)
-    delta = np.minimum(shift / scale, CLIP)
-    lam = np.log1p(delta * CLIP / v) / CLIP
-    psi = v * (np.expm1(lam * CLIP) - lam * CLIP) / (CLIP * CLIP)
+    z = (e - centre) / scale
+    inflation = (1.0 + rho) / (1.0 - rho)
     # Until some rank has an in-control history the scales and the autocorrelation are
     # unknown: record, move nothing.
     moving = np.isfinite(own[:, 0]).any() and not learn_only
-    step = lam * x - psi if moving else np.zeros_like(x)
+    step = _steps(z, shift / scale, CLIP, inflation) if moving else np.zeros_like(z)
+    wide = _steps(z, shift / scale, WIDE, inflation) if moving else np.zeros_like(z)
     for i, r in enumerate(ranks):
         t = old[i]
         s = max(0.0, t.cusum + float(step[i]))
+        w = max(0.0, t.wide + float(wide[i]))
         out[r] = RankTest(
             history=(*t.history, round(float(e[i]), 6))[-HISTORY:],
             cusum=s,
-            run=t.run + 1 if s > 0 else 0,
+            run=t.run + 1 if s > 0 or w > 0 else 0,
             scale=float(scale[i]),
+            wide=w,
         )
+    return out
+
+
+def _steps(z: F64, delta: F64, clip: float, inflation: float) -> F64:
+    """Each rank's CUSUM step for standardized deviations ``z`` clipped at ``clip``:
+    Bennett's bound for a variable at most ``clip`` with mean at most 0 and variance at
+    most v (this window's mean square of the clipped deviations, at least 1, times the
+    autocorrelation's ``inflation``), at the lambda that is best for a shift of
+    ``delta`` scales (capped at ``clip``)."""
+    x = np.clip(z, -clip, clip)
+    v = max(1.0, float(np.mean(x * x))) * inflation
+    lam = np.log1p(np.minimum(delta, clip) * clip / v) / clip
+    psi = v * (np.expm1(lam * clip) - lam * clip) / (clip * clip)
+    out: F64 = lam * x - psi
     return out
 
 
@@ -183,6 +217,8 @@ def forget(tests: Mapping[Rank, RankTest]) -> dict[Rank, RankTest]:
     """After the job's pods changed (a restart, a drain): every statistic starts anew;
     a history keeps only its in-control part (the slow windows were no noise)."""
     return {
-        r: replace(t, history=t.history[: max(0, len(t.history) - t.run)], cusum=0.0, run=0)
+        r: replace(
+            t, history=t.history[: max(0, len(t.history) - t.run)], cusum=0.0, wide=0.0, run=0
+        )
         for r, t in tests.items()
     }

@@ -5,6 +5,7 @@ time, also under fast drift of each rank's own."""
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -127,3 +128,26 @@ def test_a_slow_rank_under_fast_drift_passes_and_the_drifting_ranks_do_not() -> 
 def test_too_few_peers_move_nothing() -> None:
     tests = sq.advance({}, {0: 0.5, 1: 1.0, 2: 1.0}, shift=sq.shift_for(ACT))
     assert tests == {}
+
+
+def test_a_large_slowdown_passes_on_the_wide_statistic(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Sampled scenario 8's shape: a GPU 28 % slower where each rank drifts 1 % and its
+    # noise keeps 0.8 of the last window's (x ~ 30 scales). Clipped at 6, every window
+    # adds what one at 6 scales does; clipped at 24 the same windows count for more.
+    monkeypatch.setattr(sys.modules[__name__], "RANKS", 256)
+    noise = Noise(0.005, 30.0, 0.8, 0.01, 50.0, 0.0, 0.0)
+    onset = 120 // 4
+
+    def after_onset() -> list[int]:
+        out = []
+        for seed in range(3):
+            first = _first_passes(noise, seed, 120, {3: 0.28})
+            assert set(first) == {3}, f"seed {seed}: {sorted(first)}"
+            out.append(first[3] - onset)
+        return out
+
+    wide = after_onset()
+    monkeypatch.setattr(sq, "WIDE", sq.CLIP)
+    clipped = after_onset()
+    assert max(wide) <= 7
+    assert min(clipped) >= max(wide) + 3

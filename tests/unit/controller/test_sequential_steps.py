@@ -52,19 +52,30 @@ def expected_step(
     scale = [max(0.0 if math.isnan(s) else s, peers, spread, sq.FLOOR) for s, _ in owns]
     lo, hi = quantile(e, 0.1), quantile(e, 0.9)
     centre = statistics.fmean(min(max(d, lo), hi) for d in e)
-    x = [min(max((d - centre) / s, -sq.CLIP), sq.CLIP) for d, s in zip(e, scale, strict=True)]
+    z = [(d - centre) / s for d, s in zip(e, scale, strict=True)]
+    x = [min(max(zi, -sq.CLIP), sq.CLIP) for zi in z]
+    steps = bennett(z, scale, sq.CLIP, rho)
+    wide = bennett(z, scale, sq.WIDE, rho)
+    out: dict[int, tuple[float, float, float]] = {}
+    for i, r in enumerate(ranks):
+        old = tests.get(sq.Rank(r), sq.RankTest())
+        out[r] = (max(0.0, old.cusum + steps[i]), scale[i], max(0.0, old.wide + wide[i]))
+    return out, x, rho
+
+
+def bennett(z: list[float], scale: list[float], b: float, rho: float) -> list[float]:
+    """Each rank's step for deviations ``z`` clipped at ``b``: for X <= b with variance
+    v, log E exp(lam X) <= v (e^(lam b) - 1 - lam b) / b^2; lam is the bound's best for a
+    shift of delta (at most b) standard units."""
+    x = [min(max(zi, -b), b) for zi in z]
     v = max(1.0, statistics.fmean(xi * xi for xi in x)) * (1.0 + rho) / (1.0 - rho)
-    out: dict[int, tuple[float, float]] = {}
-    b = sq.CLIP
-    for r, xi, s in zip(ranks, x, scale, strict=True):
-        # Bennett: for X <= b with variance v, log E exp(lam X) <= v (e^(lam b) - 1 - lam b)
-        # / b^2; lam is the bound's best for a shift of delta (at most b) standard units.
+    out = []
+    for xi, s in zip(x, scale, strict=True):
         delta = min(SHIFT / s, b)
         lam = math.log(1.0 + delta * b / v) / b
         psi = v * (math.expm1(lam * b) - lam * b) / (b * b)
-        old = tests.get(sq.Rank(r), sq.RankTest()).cusum
-        out[r] = (max(0.0, old + lam * xi - psi), s)
-    return out, x, rho
+        out.append(lam * xi - psi)
+    return out
 
 
 def ar1(seed: int, n: int = 16, phi: float = 0.8, sd: float = 0.01) -> tuple[float, ...]:
@@ -81,10 +92,11 @@ def check(tests: dict[sq.Rank, sq.RankTest], scores: dict[int, float]) -> list[f
     want, x, rho = expected_step(tests, scores)
     assert 0.2 < rho < sq.MAX_RHO  # the inflation matters, unclipped
     got = sq.advance(tests, scores, shift=SHIFT)
-    for r, (cusum, scale) in want.items():
-        assert cusum > 0  # each rank's step is seen, not cut at 0
+    for r, (cusum, scale, wide) in want.items():
+        assert cusum > 0 and wide > 0  # each rank's step is seen, not cut at 0
         assert got[sq.Rank(r)].scale == pytest.approx(scale, rel=1e-9)
         assert got[sq.Rank(r)].cusum == pytest.approx(cusum, rel=1e-9), r
+        assert got[sq.Rank(r)].wide == pytest.approx(wide, rel=1e-9), r
     return x
 
 
@@ -92,7 +104,7 @@ def test_a_step_under_autocorrelated_noise_inflates_the_variance_by_the_pooled_f
     # Six ranks with AR(1) histories (the last two windows a run, left out of the
     # scale), each mid-way through a run; this window's deviations are small against
     # their scales, so max(1, mean x^2) is 1 and the inflation alone sets v.
-    tests = {sq.Rank(r): sq.RankTest(history=ar1(r), cusum=3.0, run=2) for r in range(6)}
+    tests = {sq.Rank(r): sq.RankTest(history=ar1(r), cusum=3.0, run=2, wide=3.0) for r in range(6)}
     scores = {r: math.exp(-0.004 * ((r * 5) % 6) - 0.05) for r in range(6)}
     x = check(tests, scores)
     assert statistics.fmean(xi * xi for xi in x) < 1.0
@@ -102,7 +114,9 @@ def test_a_wild_window_sets_the_variance_and_a_fast_rank_is_clipped_below() -> N
     # One rank far slower and one far faster than the peers: both standardized
     # deviations are past CLIP, the mean x^2 is above 1 and sets v, and the fast rank's
     # statistic falls by the clipped step only.
-    tests = {sq.Rank(r): sq.RankTest(history=ar1(10 + r), cusum=40.0, run=1) for r in range(6)}
+    tests = {
+        sq.Rank(r): sq.RankTest(history=ar1(10 + r), cusum=40.0, run=1, wide=40.0) for r in range(6)
+    }
     scores = {0: 0.5, 1: 0.502, 2: 0.49, 3: 0.507, 4: 0.3, 5: 1.0}
     x = check(tests, scores)
     assert x[5] == -sq.CLIP

@@ -146,3 +146,38 @@ def test_the_slow_run_is_left_out_of_the_scale() -> None:
         steps.append(tests[Rank(0)].cusum - before)
         assert tests[Rank(0)].scale == sq.FLOOR
     assert steps == pytest.approx([steps[0]] * 6)
+
+
+def _one_quiet_window(cusum: float, wide: float) -> sq.RankTest:
+    """Rank 0's test after a window where every rank scores alike (each statistic falls
+    by its own psi: ~0.90 clipped, ~0.99 wide), from the given statistics and run 3."""
+    hist = tuple(0.001 * ((i * 7) % 5 - 2) for i in range(12))
+    tests = {
+        Rank(r): sq.RankTest(
+            history=hist,
+            cusum=cusum if r == 0 else 0.0,
+            wide=wide if r == 0 else 0.0,
+            run=3 if r == 0 else 0,
+        )
+        for r in range(16)
+    }
+    return sq.advance(tests, dict.fromkeys(range(16), 1.0), shift=SHIFT)[Rank(0)]
+
+
+def test_the_run_lasts_while_either_statistic_is_above_zero() -> None:
+    # The run (windows the in-control history leaves out) ends only when both are 0.
+    wide_only = _one_quiet_window(0.0, 5.0)
+    assert wide_only.cusum == 0.0 and wide_only.wide > 1.0 and wide_only.run == 4
+    small_clipped = _one_quiet_window(1.5, 0.0)
+    assert 0.0 < small_clipped.cusum <= 1.0 and small_clipped.wide == 0.0
+    assert small_clipped.run == 4
+    small_wide = _one_quiet_window(0.0, 1.5)
+    assert small_wide.cusum == 0.0 and 0.0 < small_wide.wide <= 1.0 and small_wide.run == 4
+    both_gone = _one_quiet_window(0.5, 0.5)
+    assert both_gone.cusum == 0.0 and both_gone.wide == 0.0 and both_gone.run == 0
+
+
+def test_forget_zeroes_both_statistics() -> None:
+    t = sq.RankTest(history=(0.1, 0.2, 0.3), cusum=4.0, wide=9.0, run=1)
+    after = sq.forget({Rank(0): t})[Rank(0)]
+    assert (after.cusum, after.wide, after.run, after.history) == (0.0, 0.0, 0, (0.1, 0.2))

@@ -185,6 +185,11 @@ class PayloadBuilder:
                 if ker_names
                 else None
             ),
+            gpu_individual_fast=(
+                scoring.gpu_individual_fast(ker_med, ker_base, ker_tot, *(thr or ()))
+                if ker_names
+                else None
+            ),
         )
         payload = RankPayload(
             info, sec_ids, sec_med, sec_ind, ker_ids, ker_med, ker_tot, gpu_ind, names, ker_thr

@@ -144,6 +144,9 @@ class RankInfo:
     gpu_individual_median: float | None = None
     """The kernel-time-weighted median of its kernels' individual scores
     (``scoring.gpu_individual_median``); None or NaN: not measured."""
+    gpu_individual_fast: float | None = None
+    """The same scores' kernel-time-weighted 0.9 quantile: how its fastest tenth of
+    the kernel time ran (``scoring.gpu_individual_fast``); None or NaN: not measured."""
 
 
 def summary_statistics(s: Any, scale: float) -> dict[Statistic, float]:
@@ -221,6 +224,7 @@ def to_score_report(
                 probe=None if info.probe is None else _probe_evidence(info.probe),
                 section_tail=_tails(info.section_tail),
                 gpu_individual_median=_score(info.gpu_individual_median),
+                gpu_individual_fast=_score(info.gpu_individual_fast),
                 gpu_relative_median=_score(rel_median.get(r)),
             )
         )

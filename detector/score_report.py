@@ -42,6 +42,12 @@ kernel-time-weighted median of the per-kernel scores ``gpuRelative`` averages,
 ``scoring.gpu_relative_medians``), so the memory of hardware's peer check does not take
 a skewed rank's relative mean for a GPU slower than any factor may be. Older reports
 still read, without it: the peer check then reads the mean alone, as before.
+
+Version 8 adds how the rank's fastest tenth of kernel time ran against its own baseline
+(``gpuIndividualFast``, ``scoring.gpu_individual_fast``): a slow GPU slows every
+kernel, data skew leaves the kernels of fixed work at the GPU's pace however much of
+the time the skewed ones take. Older reports still read, without it: the sequential
+test then reads the mean and the median, as before.
 """
 
 from __future__ import annotations
@@ -66,12 +72,12 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Bumped on any change a reader of an older version would misread. 2: per-rank
 ``group``, ``coords``, ``waitShare``; ``summary.peers`` in the bounded form. 3: per-rank
 ``gpuUuid``. 4: per-rank ``sectionTail``. 5: ``summary.omittedNodes`` (the bounded form
 lists only the worst nodes of a very large job). 6: per-rank ``gpuIndividualMedian``.
-7: per-rank ``gpuRelativeMedian``."""
+7: per-rank ``gpuRelativeMedian``. 8: per-rank ``gpuIndividualFast``."""
 
 K8S_STATUS_MAX_BYTES = 256 * 1024
 """Kubernetes status form must stay under this (etcd objects are limited to ~1.5 MiB and
@@ -241,6 +247,13 @@ class RankScores(_Model):
     mean. Not a ``worst_score``: the sequential test reads it (docs/decision-rule.md,
     "Data skew against a slow GPU")."""
 
+    gpu_individual_fast: Score = None
+    """How the rank's fastest tenth of kernel time ran against its own baseline: the
+    kernel-time-weighted 0.9 quantile of the scores ``gpu_individual_median`` reads (v8;
+    None: not measured). A slow GPU lowers it with the median; data skew leaves it at
+    1.0, since the kernels of fixed work keep the GPU's pace. Not a ``worst_score``: the
+    sequential test reads it (docs/decision-rule.md, "Partial slowdowns")."""
+
     gpu_relative_median: Score = None
     """The kernel-time-weighted median of the rank's kernel scores against the peers'
     best (v7; None: not measured), beside ``gpu_relative``, their weighted mean. Not a
@@ -297,7 +310,7 @@ class PeerSummary(_Model):
     spreads: dict[str, Spread] = Field(default_factory=dict)
     """By ``score_key``: ``gpuRelative``, ``gpuIndividual``, ``sectionRelative/<name>``,
     ``sectionIndividual/<name>``, ``sectionTail/<name>`` (v4), ``gpuIndividualMedian`` (v6),
-    ``gpuRelativeMedian`` (v7)."""
+    ``gpuRelativeMedian`` (v7), ``gpuIndividualFast`` (v8)."""
 
 
 def score_key(kind: str, section: str | None = None) -> str:
@@ -565,6 +578,7 @@ def _scores_of(r: RankScores) -> Iterable[tuple[str, float | None]]:
     yield "gpuIndividual", r.gpu_individual
     yield "gpuIndividualMedian", r.gpu_individual_median
     yield "gpuRelativeMedian", r.gpu_relative_median
+    yield "gpuIndividualFast", r.gpu_individual_fast
     for name, v in r.section_relative.items():
         yield score_key("sectionRelative", name), v
     for name, v in r.section_individual.items():

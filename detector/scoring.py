@@ -427,16 +427,23 @@ def weighted_median(values: Iterable[float], weights: Iterable[float]) -> float:
     """The lower weighted median: the smallest value at or below which half the weight
     lies, over entries whose value is finite and whose weight is finite and positive;
     NaN without any. Always a value one entry had."""
+    return weighted_quantile(values, weights, 0.5)
+
+
+def weighted_quantile(values: Iterable[float], weights: Iterable[float], q: float) -> float:
+    """The smallest value at or below which a share ``q`` of the weight lies, over
+    entries whose value is finite and whose weight is finite and positive; NaN without
+    any. Always a value one entry had."""
     pairs = sorted(
         (v, w) for v, w in zip(values, weights, strict=True) if math.isfinite(v) and usable(w)
     )
     if not pairs:
         return math.nan
-    half = sum(w for _, w in pairs) / 2.0
+    part = sum(w for _, w in pairs) * q
     acc = 0.0
     for v, w in pairs:
         acc += w
-        if acc >= half:
+        if acc >= part:
             return v
     return pairs[-1][0]
 
@@ -474,3 +481,30 @@ def gpu_individual_median(
     cum = np.cumsum(w[order])
     # The first entry at which half the weight is reached, as ``weighted_median``.
     return float(v[order][min(int(np.searchsorted(cum, cum[-1] / 2.0)), v.size - 1)])
+
+
+FAST_SHARE = 0.1
+"""The share of a rank's kernel time ``gpu_individual_fast`` reads: its fastest tenth."""
+
+
+def gpu_individual_fast(
+    typical_ns: F64,
+    baseline_ns: F64,
+    total_ns: F64,
+    threads: F64 | None = None,
+    baseline_threads: F64 | None = None,
+) -> float:
+    """How its fastest kernels ran against its own baseline (``gpuIndividualFast``): the
+    per-kernel scores ``gpu_individual_median`` reads, at the point above which a tenth
+    of the kernel time lies (the kernel-time-weighted 0.9 quantile).
+
+    A slow GPU slows every kernel, so even the fastest tenth of the kernel time falls
+    with it. Data skew leaves the kernels whose work is fixed by the model (parameter
+    updates, casts of weights, fixed-shape GEMMs) at the GPU's own pace, however much of
+    the kernel time the skewed kernels take: this stays at 1.0 where the median cannot,
+    once those kernels are over half the time (docs/decision-rule.md, "Partial
+    slowdowns"). ``threads``: as ``gpu_individual_score``."""
+    per_work = _per_work_or_none(typical_ns, baseline_ns, threads, baseline_threads)
+    if per_work is None:
+        per_work = plain_individual_scores(typical_ns.tolist(), baseline_ns.tolist())
+    return weighted_quantile(per_work, total_ns.tolist(), 1.0 - FAST_SHARE)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
+from pacekeeper.controller.core import partial_slowdown
 from pacekeeper.controller.core.attribution import Digest
 from pacekeeper.controller.core.breadth import broad_scores, gpu_slow, read_as_peers
 from pacekeeper.controller.core.ids import Rank
@@ -79,7 +80,8 @@ def test_input(
 ) -> tuple[Mapping[int, float], Mapping[Rank, datetime]]:
     """What the sequential test reads for digest ``d`` (a rank the peer check lowered
     within a healthy spread, ``Digest.peers_only``, at its score before the check; the
-    broad GPU score; then the gate), and the job's slow GPU windows after it."""
+    broad GPU score; a rank whose fastest kernels kept pace, ``partial_slowdown``; then
+    the gate), and the job's slow GPU windows after it."""
     act = policy.thresholds.act
     judged = d.judged_scores()
     for r, before in d.peers_only.items():
@@ -87,6 +89,10 @@ def test_input(
         if r in judged and r not in d.host_side and r not in d.tail:
             judged[r] = max(judged[r], before)
     scores = broad_scores(judged, d.report, policy.score.kind, act)
+    findings = {*d.tail, *d.host_side}
+    scores = partial_slowdown.held(
+        scores, judged, d.report, kind=policy.score.kind, act=act, keep_findings=findings
+    )
     if policy.score.kind is not ScoreKind.GPU_INDIVIDUAL or policy.score.tail is None:
         return scores, slow_at
     keep = remembered(slow_at, gpu_slow(d.report, act), d.at, memory_s(d.report.window_s))

@@ -203,6 +203,7 @@ class RealScoring:
             thr = () if k_thr is None else (k_thr, b_thr)
             gpu_ind = scoring.gpu_individual_score(k_med, k_base, k_tot) if names_r else math.nan
             gpu_med = scoring.gpu_individual_median(k_med, k_base, k_tot, *thr) if names_r else None
+            gpu_fast = scoring.gpu_individual_fast(k_med, k_base, k_tot, *thr) if names_r else None
             s_med = sec_ns[r]
             s_base = self._section_base[r].update_many(w.section_names, s_med)
             s_ind = scoring.individual_scores(s_med, s_base)
@@ -227,6 +228,7 @@ class RealScoring:
                 }
                 or None,
                 gpu_individual_median=gpu_med,
+                gpu_individual_fast=gpu_fast,
             )
             self._infos[r] = info
             payloads.append(

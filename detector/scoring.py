@@ -302,22 +302,10 @@ def _per_work_or_none(
     return None if out is plain else out
 
 
-def gpu_individual_score(
-    typical_ns: F64,
-    baseline_ns: F64,
-    total_ns: F64,
-    threads: F64 | None = None,
-    baseline_threads: F64 | None = None,
-) -> float:
-    """This rank's GPU score against its own baseline, weighted by kernel time share;
-    ``threads`` and ``baseline_threads`` read a bigger launch per unit of work
-    (``per_work_individual``)."""
-    per_work = _per_work_or_none(typical_ns, baseline_ns, threads, baseline_threads)
-    if per_work is not None:
-        if len(typical_ns) > FEW_KEYS:
-            rows = np.zeros(len(per_work), dtype=np.int64)
-            return float(weighted_row_mean(rows, np.array(per_work), total_ns, 1)[0])
-        return plain_weighted_mean(per_work, total_ns.tolist())
+def gpu_individual_score(typical_ns: F64, baseline_ns: F64, total_ns: F64) -> float:
+    """This rank's GPU score against its own baseline (NVRx's ``gpuIndividual``),
+    weighted by kernel time share. Always times: what the step pays (a bigger launch is
+    read per unit of work only by the median and the fast score)."""
     if len(typical_ns) <= FEW_KEYS:
         plain = plain_individual_scores(typical_ns.tolist(), baseline_ns.tolist())
         return plain_weighted_mean(plain, total_ns.tolist())

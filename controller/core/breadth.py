@@ -28,14 +28,14 @@ reads as its peers' median: no evidence either way, whatever its small residual 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from pacekeeper.controller.core import rank_columns
+from pacekeeper.controller.core import rank_columns, rank_table
 from pacekeeper.controller.core.ids import Rank
 from pacekeeper.controller.core.policy_types import ScoreKind
-from pacekeeper.detector.score_report import ScoreReport
+from pacekeeper.detector.score_report import RankScores, ScoreReport
 
 
 def broad_scores(
@@ -83,8 +83,16 @@ def read_as_peers(scores: Mapping[int, float], ranks: Iterable[int]) -> dict[int
 def gpu_slow(report: ScoreReport, act: float) -> list[Rank]:
     """Ranks whose GPU is slow as broadly as its kernels show it: the larger of
     ``gpuIndividual`` and ``gpuIndividualMedian``, over the report's median of it, below
-    ``act`` (data skew on a minority of the kernel time is no slow GPU)."""
+    ``act`` (data skew on a minority of the kernel time is no slow GPU). Found once per
+    report and ``act`` in a decision (``attribution`` and ``tail_gate`` both ask)."""
     ranks = report.ranks
+    found: list[Rank] = rank_table.table(ranks).derived(
+        ("gpu_slow", act), lambda: _gpu_slow(ranks, act)
+    )
+    return list(found)
+
+
+def _gpu_slow(ranks: Sequence[RankScores], act: float) -> list[Rank]:
     if len(ranks) < 2 or not rank_columns.any_given(ranks, "gpu_individual"):
         return []
     mean = rank_columns.floats(ranks, "gpu_individual")
@@ -98,5 +106,5 @@ def gpu_slow(report: ScoreReport, act: float) -> list[Rank]:
     level = float(np.median(broad[usable]))
     with np.errstate(invalid="ignore"):
         slow = usable & (broad < act * level)
-    numbers = rank_columns.numbers(ranks)
-    return [Rank(int(numbers[i])) for i in np.flatnonzero(slow).tolist()]
+    slow_ranks: list[Rank] = rank_columns.numbers(ranks)[slow].tolist()  # Rank: an int
+    return slow_ranks

@@ -168,6 +168,13 @@ class Digest:
         numbers = rank_columns.numbers(self.report.ranks)
         return dict(zip(numbers[ok].tolist(), self.values[ok].tolist(), strict=True))
 
+    def scored(self) -> structure_pattern.Scored:
+        """``judged_scores`` as columns, ranks ascending (what ``structure_pattern``
+        reads while a job's pattern is learned or explained)."""
+        if self.values is None:
+            return structure_pattern.Scored.of_dict({})
+        return structure_pattern.Scored.of(rank_columns.numbers(self.report.ranks), self.values)
+
     def slower_than_known(self, ratio: float) -> frozenset[int]:
         """Ranks whose GPU the memory of hardware knows and that runs below ``ratio`` of
         its learned speed factor now."""
@@ -394,13 +401,13 @@ def with_pattern(layout: Layout | None, d: Digest, act: float, *, learn: bool) -
         return layout  # nothing regular from the start: the common case costs nothing
     if not (d.below or (learn and not settled)) or not d.unlabelled():
         return layout
-    scores = d.judged_scores()
+    scored = d.scored()
     # A GPU the memory of hardware knows, now slower than it has run before, is the
     # hardware even when its whole node is slow from the job's first window.
     below = set(d.below) - d.slower_than_known(structure_pattern.tolerance(act))
     if learn:
-        layout = structure_pattern.learn(layout, d.world_size, below, scores, scores)
-    d.pattern = structure_pattern.explain(layout, below, scores, act)
+        layout = structure_pattern.learn(layout, d.world_size, below, scored)
+    d.pattern = structure_pattern.explain(layout, below, scored, act)
     return layout
 
 
@@ -473,7 +480,7 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
     slow_nodes = len({d.node_of[r] for r in d.below})
     aligned: Alignment | PatternMatch | None = None
     if len(d.below) > 1:
-        aligned = align(d.report, d.below, d.measured_ranks())
+        aligned = align(d.report, d.below, d.measured_ranks)
     if aligned is None and d.pattern is not None:
         aligned = d.pattern
     if aligned is not None and set(d.below) <= aligned.ranks:
@@ -504,7 +511,7 @@ def attribute(d: Digest, policy: Policy, candidates: Sequence[int] | None = None
         # Most ranks far from the fastest as reported: the job's shape (named when it
         # lines up with a dimension) or a section holding a collective (all wait for
         # one); no rank is judged alone.
-        shape: Alignment | PatternMatch | None = align(d.report, far, d.measured_ranks())
+        shape: Alignment | PatternMatch | None = align(d.report, far, d.measured_ranks)
         if shape is not None and far <= shape.ranks:
             return Attribution(
                 Verdict.ALIGNED, (), reported, slow_nodes, job_nodes, alignment=shape

@@ -21,7 +21,7 @@ Separate from ``attribution`` because it reads the topology, not the scores.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from pacekeeper.controller.core.rank_table import table
 from pacekeeper.detector.score_report import REPLICA_DIMENSIONS, RankScores, ScoreReport
 
 Kind = Literal["slice", "groups"]
+KINDS: tuple[Kind, ...] = ("slice", "groups")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,16 +58,21 @@ class Alignment:
 
 
 def align(
-    report: ScoreReport, below: Collection[int], measured: Collection[int]
+    report: ScoreReport,
+    below: Collection[int],
+    measured: Collection[int] | Callable[[], Collection[int]],
 ) -> Alignment | None:
     """The dimension whose whole cells cover most of ``below`` (at least two ranks),
     or None. ``measured``: the ranks with a usable score (a cell is whole when every
-    measured member is below)."""
+    measured member is below), or what gives them, asked only when a report carries
+    coordinates (a set of 131,072 ranks cost ~4 ms a call for a drop-in job)."""
     if report.truncated or len(below) < 2:
         return None
     ranks = report.ranks
     if not rank_columns.any_true(ranks, "coords"):
         return None  # no rank carries coordinates (a drop-in job): nothing to line up
+    if callable(measured):
+        measured = measured()
     block = rank_columns.coord_block(ranks)
     if block is not None:
         return _align_columns(ranks, block, below, measured)
@@ -89,15 +95,19 @@ def align(
     if len(slow) < 2:
         return None
     dims = sorted(set.intersection(*(set(c) for c in coords.values())))
+    return _best(_whole_cells(dim, kind, coords, slow, nodes) for dim in dims for kind in KINDS)
+
+
+def _best(found: Iterable[Alignment | None]) -> Alignment | None:
+    """The alignment covering the most slow ranks, then in the fewest cells, a slice
+    before groups, then by dimension name; the first of equals (None: none found)."""
     best: tuple[tuple[int, int, int, str], Alignment] | None = None
-    for dim in dims:
-        for kind in ("slice", "groups"):
-            found = _whole_cells(dim, kind, coords, slow, nodes)
-            if found is None:
-                continue
-            rank = (-len(found.ranks), len(found.cells), kind != "slice", dim)
-            if best is None or rank < best[0]:
-                best = (rank, found)
+    for a in found:
+        if a is None:
+            continue
+        rank = (-len(a.ranks), len(a.cells), a.kind != "slice", a.dimension)
+        if best is None or rank < best[0]:
+            best = (rank, a)
     return None if best is None else best[1]
 
 
@@ -119,21 +129,16 @@ def _align_columns(
         return None
     vals = values[rows]
     nodes = rank_columns.node_codes(ranks)[0][rows]
-    best: tuple[tuple[int, int, int, str], Alignment] | None = None
-    for j, dim in enumerate(names):
-        for kind in ("slice", "groups"):
-            cols = [j] if kind == "slice" else [i for i in range(len(names)) if i != j]
-            if not cols:
-                continue  # one dimension: a single group, which splits nothing
-            found = _whole_columns(
-                dim, kind, [names[i] for i in cols], vals[:, cols], slow, nodes, listed
-            )
-            if found is None:
-                continue
-            rank = (-len(found.ranks), len(found.cells), kind != "slice", dim)
-            if best is None or rank < best[0]:
-                best = (rank, found)
-    return None if best is None else best[1]
+
+    def found(j: int, kind: Kind) -> Alignment | None:
+        cols = [j] if kind == "slice" else [i for i in range(len(names)) if i != j]
+        if not cols:
+            return None  # one dimension: a single group, which splits nothing
+        return _whole_columns(
+            names[j], kind, [names[i] for i in cols], vals[:, cols], slow, nodes, listed
+        )
+
+    return _best(found(j, kind) for j in range(len(names)) for kind in KINDS)
 
 
 def _whole_columns(  # noqa: PLR0917 (one dimension's cells and what they hold)

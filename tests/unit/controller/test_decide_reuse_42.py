@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 from collections.abc import Collection
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
-from pacekeeper.controller.core import breadth, rank_columns, structure, structure_pattern
+from pacekeeper.controller.core import (
+    breadth,
+    peer_stats,
+    rank_columns,
+    structure,
+    structure_pattern,
+)
 from pacekeeper.controller.core.peer_stats import LOO_MAX_GROUP, Groups, against, shared_row
 from pacekeeper.controller.core.rank_table import reading
 from pacekeeper.controller.core.structure import Alignment
@@ -228,3 +235,22 @@ def test_align_asks_for_the_measured_ranks_only_with_coordinates() -> None:
     assert asked == [1]
     assert found is not None and found.ranks == frozenset({0, 1, 2, 3})
     assert found == structure.align(_report(coords), {0, 1, 2, 3}, set(range(8)))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("nan", [0.0, 0.3])
+def test_whole_group_medians_equal_a_plain_median_and_leave_a_column_alone(
+    seed: int, nan: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    sub = _matrix(rng, int(rng.integers(40, 300)), int(rng.integers(1, 4)), nan)[None]
+    kept = sub.copy()
+    med, dev = peer_stats._whole_group(sub, fresh=False)
+    np.testing.assert_array_equal(sub, kept)  # not the caller's to reorder
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = np.nanmedian(kept, axis=1)
+        want_dev = np.nanmedian(np.abs(kept - want[:, None, :]), axis=1)
+    enough = np.count_nonzero(np.isfinite(kept), axis=1) >= 2
+    np.testing.assert_array_equal(med[:, 0, :], np.where(enough, want, np.nan))
+    np.testing.assert_array_equal(dev[:, 0, :], want_dev)

@@ -452,7 +452,9 @@ def gpu_individual_median(
     the median then shows the whole slowdown, as the mean does. Data skew slows only the
     data-dependent kernels: while they are under half the kernel time, the median sits
     on a kernel of fixed shape and stays at the GPU's own speed (docs/decision-rule.md,
-    "Data skew against a slow GPU"). ``threads``: as ``gpu_individual_score``."""
+    "Data skew against a slow GPU"). ``threads`` and ``baseline_threads``: each kernel's
+    launch threads now and in its baseline's windows, so a bigger launch reads per unit
+    of work (``per_work_individual``)."""
     per_work = _per_work_or_none(typical_ns, baseline_ns, threads, baseline_threads)
     if per_work is not None:
         return weighted_median(per_work, total_ns.tolist())
@@ -491,7 +493,7 @@ def gpu_individual_fast(
     updates, casts of weights, fixed-shape GEMMs) at the GPU's own pace, however much of
     the kernel time the skewed kernels take: this stays at 1.0 where the median cannot,
     once those kernels are over half the time (docs/decision-rule.md, "Partial
-    slowdowns"). ``threads``: as ``gpu_individual_score``."""
+    slowdowns"). ``threads``, ``baseline_threads``: as ``gpu_individual_median``."""
     per_work = _per_work_or_none(typical_ns, baseline_ns, threads, baseline_threads)
     if per_work is None:
         per_work = plain_individual_scores(typical_ns.tolist(), baseline_ns.tolist())

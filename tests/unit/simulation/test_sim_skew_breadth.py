@@ -6,7 +6,9 @@ extra work runs in the data-dependent kernels (here 30% of the kernel time), so 
 broad GPU score (``gpuIndividualMedian``) stays at its GPU's speed, and the sequential
 test, reading it (``breadth.broad_scores``), holds back every disruptive step; a 10%
 slow GPU under the same noise is still restarted within 10 minutes. Without the broad
-score the same healthy job gets a healthy rank disrupted."""
+score the same healthy job gets a healthy rank disrupted. With the skew on 70% of the
+kernel time the median reads it as a slow GPU too, and the fastest tenth of the kernel
+time (``gpuIndividualFast``) holds the test instead (``partial_slowdown``)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pacekeeper.controller.core import tail_gate
+from pacekeeper.controller.core import partial_slowdown, tail_gate
 from pacekeeper.controller.core.policy import load_policy_file
 from pacekeeper.controller.simulation.models import FaultKind, JobSimulator, ModelParams
 from pacekeeper.controller.simulation.noise_families import NoiseFamily
@@ -56,10 +58,20 @@ def _judge(sc: Scenario) -> tuple[int, float | None]:
     return q["r"].false_actions, q["r"].time_to_act_s
 
 
-def test_skew_disrupts_nothing_and_a_slow_gpu_is_restarted_in_ten_minutes() -> None:
-    false, _ = _judge(Scenario("skew", "skew", None, family=SKEW))
+SKEW_MOST = NoiseFamily(
+    "data-skew", skew_share=0.05, skew_size=0.12, skew_dwell_windows=15.0, skew_kernel_share=0.7
+)
+"""The same skew on 70% of the kernel time: the median reads it as a slow GPU, only the
+fastest tenth of the kernel time (``gpuIndividualFast``, ``partial_slowdown``) does not."""
+
+
+@pytest.mark.parametrize("family", [SKEW, SKEW_MOST], ids=["share-0.3", "share-0.7"])
+def test_skew_disrupts_nothing_and_a_slow_gpu_is_restarted_in_ten_minutes(
+    family: NoiseFamily,
+) -> None:
+    false, _ = _judge(Scenario("skew", "skew", None, family=family))
     assert false == 0
-    slow = Scenario("slow", "slow", FaultKind.SLOW_GPU, 0.10, start_s=300.0, family=SKEW)
+    slow = Scenario("slow", "slow", FaultKind.SLOW_GPU, 0.10, start_s=300.0, family=family)
     false, act_s = _judge(slow)
     assert false == 0
     assert act_s is not None and act_s <= 600.0
@@ -68,6 +80,16 @@ def test_skew_disrupts_nothing_and_a_slow_gpu_is_restarted_in_ten_minutes() -> N
 def test_without_the_broad_score_the_same_skew_disrupts_a_healthy_rank(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The fastest tenth holds a skew on 30% of the kernel time too: both gates go.
     monkeypatch.setattr(tail_gate, "broad_scores", lambda judged, report, kind, act=None: judged)
+    monkeypatch.setattr(partial_slowdown, "held", lambda scores, *a, **k: scores)
     false, _ = _judge(Scenario("skew", "skew", None, family=SKEW))
+    assert false >= 1
+
+
+def test_without_the_partial_gate_skew_on_most_kernels_disrupts_a_healthy_rank(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(partial_slowdown, "held", lambda scores, *a, **k: scores)
+    false, _ = _judge(Scenario("skew", "skew", None, family=SKEW_MOST))
     assert false >= 1

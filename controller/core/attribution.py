@@ -334,18 +334,20 @@ def _digest(
     measured_per = np.bincount(code[usable], minlength=len(index)).tolist()
     node_min = np.full(len(index), np.inf)
     np.minimum.at(node_min, code[usable], values[usable])
-    below_of: dict[int, list[int]] = {}
-    below: dict[int, float] = {}
-    node_of: dict[int, NodeName] = {}
-    pod_of: dict[int, str] = {}
-    for i, s in zip(np.flatnonzero(low).tolist(), values[low].tolist(), strict=True):
-        r = ranks[i]
-        below[r.rank] = s
-        below_of.setdefault(index[r.node], []).append(r.rank)
-        node_of[r.rank] = NodeName(r.node)
-        if r.pod:
-            pod_of[r.rank] = r.pod
+    # The below ranks from the columns (a fleet pattern has thousands): only the pod is
+    # read off each rank object.
     numbers = rank_columns.numbers(ranks)
+    rows = np.flatnonzero(low)
+    low_ranks: list[int] = numbers[rows].tolist()
+    below = dict(zip(low_ranks, values[rows].tolist(), strict=True))
+    node_of: dict[int, NodeName] = dict(
+        zip(low_ranks, rank_table.table(ranks).objects("node")[rows].tolist(), strict=True)
+    )
+    below_of: dict[int, list[int]] = {}
+    for c, r in zip(code[rows].tolist(), low_ranks, strict=True):
+        below_of.setdefault(c, []).append(r)
+    pods = [ranks[i].pod for i in rows.tolist()]
+    pod_of: dict[int, str] = {r: p for r, p in zip(low_ranks, pods, strict=True) if p}
     unknown = numbers[~known].tolist()
     insufficient = numbers[known & ~usable].tolist()
     worst_rank: int | None = None

@@ -300,7 +300,8 @@ class Attribution(PolicyModel):
     """Distinct slowest ranks in that history that make the job count as imbalanced."""
     imbalance_min_below_fraction: UnitInterval = 0.8
     """In an imbalanced job a rank is still a fault when it was slow in this share of the
-    history's reports."""
+    history's reports (or when it stayed the slowest three reports or more, longer than
+    any rank before it: docs/controller.md)."""
     victim_min_wait_share: UnitInterval = 0.05
     """A rank that waits in communication for at least this share of the window, and whose
     own work (the time it does not wait) is no slower than its peers', is a victim of the

@@ -23,7 +23,10 @@ than memory-bound ones; one whose fastest tenth of kernel time is memory-bound w
 slowed under ``FAST_BAND`` reads as partial here and is named but never disrupted
 (docs/decision-rule.md, "Partial slowdowns"). A rank found by its tail or its host
 side keeps its finding: between an intermittent GPU's bursts every kernel keeps pace,
-and a host-side finding is the process's own.
+and a host-side finding is the process's own. So does a rank whose own kernels kept
+their baseline (``gpuIndividual`` not below ``act``): the peer check found it (a GPU
+slow from the job's start, the real AR trace's straggler), and against its own baseline
+its fastest tenth reads at pace whatever the GPU.
 """
 
 from __future__ import annotations
@@ -45,18 +48,24 @@ read and still count as keeping pace: healthy ranks of the sampled space read wi
 skewed ranks within 0.4 %, a GPU 10 % slower 9-12 % below it."""
 
 
-def kept_pace(report: ScoreReport) -> list[Rank]:
-    """Ranks whose fastest tenth of kernel time ran within ``FAST_BAND`` of the
-    report's median of it; none when no rank carries ``gpuIndividualFast``."""
+def kept_pace(report: ScoreReport, act: float) -> list[Rank]:
+    """Ranks slowed against their own baseline (``gpuIndividual`` below ``act`` times
+    the report's median of it) whose fastest tenth of kernel time ran within
+    ``FAST_BAND`` of the report's median of that; none when no rank carries
+    ``gpuIndividualFast``. A rank the peer check lowered while its own kernels kept
+    their baseline (slow from its start) is not among them: against its own baseline
+    every figure reads it at pace, so its fastest tenth says nothing."""
     ranks = report.ranks
     if len(ranks) < 2 or not rank_columns.any_given(ranks, "gpu_individual_fast"):
         return []
     fast = rank_columns.floats(ranks, "gpu_individual_fast")
-    usable = np.isfinite(fast) & (fast > 0)
+    mean = rank_columns.floats(ranks, "gpu_individual")
+    usable = np.isfinite(fast) & (fast > 0) & np.isfinite(mean) & (mean > 0)
     if not usable.any():
         return []
     level = float(np.median(fast[usable]))
-    keep = usable & (fast >= level * (1.0 - FAST_BAND))
+    own = float(np.median(mean[usable]))
+    keep = usable & (fast >= level * (1.0 - FAST_BAND)) & (mean < act * own)
     numbers = rank_columns.numbers(ranks)
     return [Rank(int(numbers[i])) for i in np.flatnonzero(keep).tolist()]
 
@@ -80,5 +89,5 @@ def held(
     below = {r for r, v in judged.items() if v < act and r not in keep_findings}
     if not below:
         return scores
-    partial = [r for r in kept_pace(report) if r in below and r in scores]
+    partial = [r for r in kept_pace(report, act) if r in below and r in scores]
     return read_as_peers(scores, partial) if partial else scores

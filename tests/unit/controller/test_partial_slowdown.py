@@ -16,30 +16,48 @@ from pacekeeper.detector.score_report import JobIdentity, RankScores, ScoreRepor
 ACT = 0.93
 
 
-def _report(*fast: float | None) -> ScoreReport:
+def _report(*fast: float | None, mean: tuple[float, ...] = ()) -> ScoreReport:
+    """Ranks with these ``gpuIndividualFast``; ``gpuIndividual`` 1.0 but where ``mean``
+    gives it (rank order)."""
     return ScoreReport.build(
         job=JobIdentity(name="train"),
         sequence=1,
         generated_at=datetime(2026, 12, 6, tzinfo=UTC),
         window_s=60.0,
         ranks=[
-            RankScores(rank=r, node=f"n{r}", gpu_individual=0.9, gpu_individual_fast=f)
+            RankScores(
+                rank=r,
+                node=f"n{r}",
+                gpu_individual=mean[r] if r < len(mean) else 1.0,
+                gpu_individual_fast=f,
+            )
             for r, f in enumerate(fast)
         ],
     )
 
 
 # Ranks 0-3 healthy, 4 data skew (fastest tenth at pace), 5 a slow GPU.
-REPORT = _report(1.0, 0.999, 1.0, 0.998, 0.997, 0.905)
+REPORT = _report(1.0, 0.999, 1.0, 0.998, 0.997, 0.905, mean=(1.0, 0.999, 1.0, 0.998, 0.87, 0.9))
 JUDGED = {0: 1.0, 1: 0.999, 2: 1.0, 3: 0.998, 4: 0.87, 5: 0.9}
 
 
-def test_kept_pace_is_within_the_band_of_the_jobs_median() -> None:
-    assert kept_pace(REPORT) == [0, 1, 2, 3, 4]
+def test_kept_pace_is_a_slowed_rank_within_the_band_of_the_jobs_median() -> None:
+    assert kept_pace(REPORT, ACT) == [4]
     # Just outside the band, against a median of 1.0.
-    edge = _report(1.0, 1.0, 1.0, 1.0 - FAST_BAND * 1.01)
-    assert kept_pace(edge) == [0, 1, 2]
-    assert kept_pace(_report(None, None, None)) == []
+    mean = (1.0, 1.0, 1.0, 0.8, 0.8)
+    edge = _report(1.0, 1.0, 1.0, 1.0 - FAST_BAND * 0.99, 1.0 - FAST_BAND * 1.01, mean=mean)
+    assert kept_pace(edge, ACT) == [3]
+    assert kept_pace(_report(None, None, None), ACT) == []
+
+
+def test_a_rank_the_peer_check_found_is_not_held() -> None:
+    # Rank 4 judged 0.85 by the peer check (a GPU slow from the job's start): against
+    # its own baseline it kept pace in every kernel, so its fastest tenth says nothing
+    # (the real AR trace's straggler).
+    report = _report(1.0, 1.0, 1.0, 1.0, 1.0)
+    judged = {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0, 4: 0.85}
+    assert kept_pace(report, ACT) == []
+    assert held(judged, judged, report, kind=ScoreKind.GPU_INDIVIDUAL, act=ACT) is judged
 
 
 def test_a_skewed_rank_reads_as_its_peers_and_a_slow_gpu_keeps_its_score() -> None:

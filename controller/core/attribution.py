@@ -19,7 +19,13 @@ from typing import assert_never
 
 import numpy as np
 
-from pacekeeper.controller.core import peers, rank_columns, rank_table, structure_pattern
+from pacekeeper.controller.core import (
+    imbalance,
+    peers,
+    rank_columns,
+    rank_table,
+    structure_pattern,
+)
 from pacekeeper.controller.core.breadth import gpu_slow
 from pacekeeper.controller.core.ids import NodeName, Rank
 from pacekeeper.controller.core.node_digests import NodeDigest, NodeDigests
@@ -138,6 +144,9 @@ class Digest:
     """Per listed rank (report order), the judged score; NaN where not usable."""
     pattern: PatternMatch | None = None
     """The slow ranks the job's learned pattern accounts for (``with_pattern``)."""
+    gpu_worst_rank: int | None = None
+    """The below rank whose own GPU score is the lowest, when that is below ``act``
+    (``imbalance.gpu_slowest``); None for a policy that judges no GPU score."""
     peers_only: dict[int, float] = field(default_factory=dict)
     """Rank -> score before the peer check, for ranks it lowered that a healthy spread
     explains when read broadly (``peers.Judged.peers_only``): the lowering is no
@@ -249,6 +258,7 @@ class Digest:
             at=self.at,
             worst_rank=worst_below[0] if worst_below else None,
             below=tuple(sorted(worst_below[:HISTORY_BELOW_CAP])),
+            gpu_worst_rank=self.gpu_worst_rank,
         )
 
 
@@ -357,6 +367,7 @@ def _digest(
         i = int(at[np.argmin(values[at])])  # the first of the lowest, in report order
         worst_rank, worst_score = ranks[i].rank, float(values[i])
     measured = int(np.count_nonzero(usable))
+    gpu_worst = imbalance.gpu_slowest(ranks, rows.tolist(), policy.score.kind, act)
     nodes = NodeDigests(index, per_node, measured_per, node_min.tolist(), below_of)
     if report.truncated:
         _fill_truncated(report, act, nodes)
@@ -386,6 +397,7 @@ def _digest(
         calibration=calibration,
         waits_timed=judged.waits_timed,
         values=np.where(usable, values, np.nan),
+        gpu_worst_rank=gpu_worst,
         node_rows=(code, index),
         unlisted_nodes=omitted.nodes if omitted is not None else 0,
         unlisted_floor=omitted.min_score

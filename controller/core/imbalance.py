@@ -4,10 +4,12 @@ Pure: reads the job's history of reports (``HistoryEntry``) and the ranks' strea
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 
-from pacekeeper.controller.core.policy import Policy
+from pacekeeper.controller.core.policy import Policy, ScoreKind
 from pacekeeper.controller.core.state import HistoryEntry
+from pacekeeper.detector.score_report import RankScores
 
 STAYS_MIN = 3
 """Reports in a row a rank must be the slowest before ``_stays`` may call it a fault."""
@@ -42,7 +44,7 @@ def imbalance_of(
     worsts = {e.worst_rank for e in recent if e.worst_rank is not None}
     if len(worsts) < cfg.imbalance_min_distinct or not recent:
         return None
-    if any(_stays(recent, r) for r in ranks):
+    if any(_stays(recent, r, _SLOWEST) or _stays(recent, r, _GPU_SLOWEST) for r in ranks):
         return None
     best = 0.0
     for r in ranks:
@@ -59,7 +61,13 @@ def imbalance_of(
     }
 
 
-def _stays(recent: Sequence[HistoryEntry], rank: int) -> bool:
+_SLOWEST: Callable[[HistoryEntry], int | None] = attrgetter("worst_rank")
+_GPU_SLOWEST: Callable[[HistoryEntry], int | None] = attrgetter("gpu_worst_rank")
+
+
+def _stays(
+    recent: Sequence[HistoryEntry], rank: int, slowest: Callable[[HistoryEntry], int | None]
+) -> bool:
     """``rank`` was the slowest in each of the last k reports, k at least ``STAYS_MIN``
     and longer than any rank was the slowest without a break in the reports before.
 
@@ -70,10 +78,17 @@ def _stays(recent: Sequence[HistoryEntry], rank: int) -> bool:
     slow-GPU findings). Moving imbalance shows how long a rank stays the slowest; a rank
     that stays longer than that, three reports at least, is not moving with it. Data
     skew that stays on its ranks for many windows shows long runs, and is judged by the
-    fraction as before."""
+    fraction as before.
+
+    ``slowest`` reads the slowest rank of an entry: the judged one, or the GPU-judged
+    one. Bursty host stalls make a stalled rank the slowest most reports, so a GPU 24 %
+    slow among them was never the slowest and was held as imbalance for seven reports
+    (issue #38, sampled scenario 151: named 420 s after its onset); among the ranks
+    judged by their GPU it is the slowest every report. Data skew moves the GPU-judged
+    slowest as it moves the judged one, so it is held as before."""
     k = 0
     for e in reversed(recent):
-        if e.worst_rank != rank:
+        if slowest(e) != rank:
             break
         k += 1
     if k < STAYS_MIN:
@@ -81,8 +96,33 @@ def _stays(recent: Sequence[HistoryEntry], rank: int) -> bool:
     longest = run = 0
     last: int | None = None
     for e in recent[: len(recent) - k]:
-        run = run + 1 if e.worst_rank is not None and e.worst_rank == last else 1
-        last = e.worst_rank
+        here = slowest(e)
+        run = run + 1 if here is not None and here == last else 1
+        last = here
         if last is not None:
             longest = max(longest, run)
     return k > longest
+
+
+_GPU_SCORES: dict[ScoreKind, Callable[[RankScores], float | None]] = {
+    ScoreKind.GPU_INDIVIDUAL: attrgetter("gpu_individual"),
+    ScoreKind.GPU_RELATIVE: attrgetter("gpu_relative"),
+}
+
+
+def gpu_slowest(
+    ranks: Sequence[RankScores], rows: Sequence[int], kind: ScoreKind, act: float
+) -> int | None:
+    """Of the below ranks (``rows`` of ``ranks``), the one whose own GPU score, as
+    reported, is the lowest and below ``act`` (``HistoryEntry.gpu_worst_rank``); None
+    when the policy judges no GPU score. Read off the below ranks only: a fleet pattern
+    has thousands, a healthy report a handful."""
+    get = _GPU_SCORES.get(kind)
+    if get is None:
+        return None
+    best: tuple[float, int] | None = None
+    for i in rows:
+        v = get(ranks[i])
+        if v is not None and v < act and (best is None or (v, ranks[i].rank) < best):
+            best = (v, ranks[i].rank)
+    return None if best is None else best[1]

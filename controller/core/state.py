@@ -59,6 +59,9 @@ class HistoryEntry:
     at: datetime
     worst_rank: int | None = None
     below: tuple[int, ...] = ()
+    gpu_worst_rank: int | None = None
+    """The slowest below rank judged by its own GPU score (neither its host side nor its
+    tail lowered it); None: none such, or an entry written before it was kept."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,17 +24,20 @@ table to single ``attrgetter`` scans, the attribute read as before.
 
 Outside ``reading()`` a table is made per call: a caller that asks once pays once.
 Nothing is kept past the scope, so a report that arrives anew is read anew (the
-bench's "unseen" reports, the operator's freshly parsed ones).
+bench's "unseen" reports), unless its ranks come as ``ColumnarRanks``: then the table
+starts from the columns read where the report was parsed (``report_columns``), and a
+decision does only the numpy work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, itemgetter
-from typing import Any, TypeVar
+from typing import Any, Self, SupportsIndex, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +73,88 @@ Objects = npt.NDArray[np.object_]
 _tables: ContextVar[dict[int, RankTable] | None] = ContextVar("rank_tables", default=None)
 
 
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """What one read of a ranks list gave (``RankTable.parsed``): its row pass and the
+    columns derived from it, every array read-only."""
+
+    size: int
+    rows: Objects | None
+    scans: bool
+    derived: Mapping[object, Any]
+
+
+class ColumnarRanks(list[RankScores]):
+    """A report's ranks that carry their columns, read once where the report was parsed.
+
+    The columns hold for exactly these rank objects in this order. A ``RankScores`` is
+    frozen, so only the list can change under them: every list method that changes it
+    drops the columns (a decision then reads the ranks itself, as for a plain list), and
+    a copy or a pickle is a plain list's worth (``__reduce__``). A rank's own mappings
+    (``section_relative``, ``coords``) are part of a frozen model: changing one in place
+    breaks the model's contract and is not watched."""
+
+    __slots__ = ("parsed",)
+
+    def __init__(self, ranks: Iterable[RankScores] = ()) -> None:
+        super().__init__(ranks)
+        self.parsed: Parsed | None = None
+
+    def _changed(self) -> None:
+        self.parsed = None
+
+    def __setitem__(self, i: Any, v: Any) -> None:
+        self._changed()
+        super().__setitem__(i, v)
+
+    def __delitem__(self, i: SupportsIndex | slice) -> None:
+        self._changed()
+        super().__delitem__(i)
+
+    def __iadd__(self, other: Iterable[RankScores]) -> Self:  # type: ignore[misc, override, unused-ignore]
+        self._changed()
+        return super().__iadd__(other)
+
+    def __imul__(self, n: SupportsIndex) -> Self:
+        self._changed()
+        return super().__imul__(n)
+
+    def append(self, v: RankScores) -> None:
+        self._changed()
+        super().append(v)
+
+    def extend(self, v: Iterable[RankScores]) -> None:
+        self._changed()
+        super().extend(v)
+
+    def insert(self, i: SupportsIndex, v: RankScores) -> None:
+        self._changed()
+        super().insert(i, v)
+
+    def pop(self, i: SupportsIndex = -1) -> RankScores:
+        self._changed()
+        return super().pop(i)
+
+    def remove(self, v: RankScores) -> None:
+        self._changed()
+        super().remove(v)
+
+    def clear(self) -> None:
+        self._changed()
+        super().clear()
+
+    def reverse(self) -> None:
+        self._changed()
+        super().reverse()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        self._changed()
+        super().sort(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return list, (list(self),)
+
+
 class RankTable:
     """The columns of one ranks list (report order), read once each."""
 
@@ -84,6 +169,14 @@ class RankTable:
         self._columns: dict[str, list[Any]] = {}
         self._objects: dict[str, Objects] = {}
         self._derived: dict[object, Any] = {}
+        parsed = ranks.parsed if isinstance(ranks, ColumnarRanks) else None
+        if parsed is not None and parsed.size == len(ranks):
+            self._rows, self._scans = parsed.rows, parsed.scans
+            self._derived = dict(parsed.derived)
+
+    def parsed(self) -> Parsed:
+        """What this table has read so far, to start later tables of the same ranks."""
+        return Parsed(len(self.ranks), self._rows, self._scans, dict(self._derived))
 
     def objects(self, field: str) -> Objects:
         """Every rank's ``field``, in report order, as a read-only 1-D object array (a

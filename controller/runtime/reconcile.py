@@ -42,6 +42,7 @@ from pacekeeper.controller.core.hardware_views import summary as hardware_summar
 from pacekeeper.controller.core.ids import JobKey
 from pacekeeper.controller.core.observations import ClusterView, RejectedReport, Window
 from pacekeeper.controller.core.policy import PolicyDocument
+from pacekeeper.controller.core.report_columns import columnar
 from pacekeeper.controller.core.state import State
 from pacekeeper.controller.core.trust import binding_of, place_report
 from pacekeeper.controller.runtime.acting import Acting, report_ref
@@ -301,6 +302,9 @@ class Reconciler:
         report = report_of(obj, now)
         if isinstance(report, ScoreReport):
             report = place_report(report, pods, now, ranks_per_pod=opt_in.ranks_per_pod)
+        if isinstance(report, ScoreReport):
+            # Its columns read once here, where it was parsed and placed (issue 42).
+            report = columnar(report)
         if isinstance(report, ScoreReport):
             self.metrics.count_kernel_records(key, report.sequence, report.kernel_timing)
         view = job_view_of(obj, report, opt_in, _started_at(obj, pods))

@@ -49,6 +49,7 @@ from pacekeeper.controller.core.observations import (
     Window,
 )
 from pacekeeper.controller.core.policy import ActionKind, Mode, PolicyDocument
+from pacekeeper.controller.core.report_columns import columnar
 from pacekeeper.controller.core.state import State
 from pacekeeper.controller.sources.ray_records import RayRecords
 from pacekeeper.controller.sources.ray_state_store import KV_NAMESPACE, STATE_KEY, KvStateStore
@@ -174,6 +175,10 @@ class ScoreBoardSource:
             valid = [r for r in items if isinstance(r, ScoreReport)]
             if not valid:
                 continue
+            # The newest report's columns read once here (issue 42): every decision
+            # reads it; the older ones of the window were mostly absorbed already.
+            newest = max(valid, key=lambda r: (r.generated_at, r.sequence))
+            items = [columnar(r) if r is newest else r for r in items]
             job = valid[-1].job
             views.append(
                 JobView(key=key, reports=tuple(items), namespace=job.namespace, name=job.name)

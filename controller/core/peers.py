@@ -342,7 +342,14 @@ def _peer_relative(  # noqa: PLR0917 (the ranks, their peers, and how to judge t
 
 
 def _lowest(m: F64) -> F64:
-    return np.asarray(np.nanmin(m, axis=1), dtype=np.float64)
+    """Per row, its lowest value, NaN only where every value is. Column by column:
+    ``nanmin(axis=1)`` reduces rows of ~10 in a strided inner loop (~11 ms at 131,072
+    ranks on the 2-core VM), ``fmin`` over whole columns runs contiguous, in the same
+    order of comparisons."""
+    out = np.array(m[:, 0], dtype=np.float64)
+    for j in range(1, m.shape[1]):
+        np.fmin(out, m[:, j], out=out)
+    return out
 
 
 def _matrix(ranks: Sequence[RankScores], kind: ScoreKind, section: str) -> tuple[list[str], F64]:

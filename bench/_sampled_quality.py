@@ -250,8 +250,20 @@ def merge(paths: list[Path], out: Path, console: Console, detector: str | None =
         differ = [k for k in keys if d[k] != docs[0][k]]
         if differ:
             raise SystemExit(f"--merge: {p} differs from {paths[0]} in {', '.join(differ)}")
-    results = [RunResult.from_dict(r) for d in docs for r in d["runs_"]]
-    scenarios = sorted((s for d in docs for s in d["scenarios"]), key=lambda s: s["index"])
+    # Each chunk's runs are its scenarios' in order, one per detector each; they are kept
+    # beside their scenario so the merged runs line up with the sorted scenarios.
+    paired = []
+    for p, d in zip(paths, docs, strict=True):
+        each, rest = divmod(len(d["runs_"]), max(1, len(d["scenarios"])))
+        if rest:
+            raise SystemExit(
+                f"--merge: {p} has {len(d['runs_'])} runs for {len(d['scenarios'])} scenarios"
+            )
+        runs = d["runs_"]
+        paired += [(s, runs[i * each : (i + 1) * each]) for i, s in enumerate(d["scenarios"])]
+    paired.sort(key=lambda sr: sr[0]["index"])
+    scenarios = [s for s, _ in paired]
+    results = [RunResult.from_dict(r) for _, rs in paired for r in rs]
     if len({s["index"] for s in scenarios}) != len(scenarios):
         raise SystemExit("--merge: a scenario index appears in two chunks")
     what = f"{len(scenarios)} sampled scenarios, {docs[0]['ranks']} ranks"

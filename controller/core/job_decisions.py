@@ -250,9 +250,11 @@ def _tested(ctx: JobRun, d: Digest, ranks: list[int], ev: dict[str, Any]) -> lis
         "passed": passed,
         "statistic": {str(r): round(tests[Rank(r)].cusum, 3) for r in ranks if Rank(r) in tests},
         "wideStatistic": {str(r): round(tests[Rank(r)].wide, 3) for r in ranks if Rank(r) in tests},
+        "peerRecord": {str(r): round(tests[Rank(r)].extreme, 3) for r in ranks if Rank(r) in tests},
         "thresholds": {
             "clipped": round(h + sequential.NARROW_EXTRA, 3),
             "wide": round(h + sequential.WIDE_EXTRA, 3),
+            "peerRecord": round(h + sequential.EXTREME_EXTRA, 3),
         },
         "scale": {str(r): round(tests[Rank(r)].scale, 5) for r in ranks if Rank(r) in tests},
     }

@@ -43,6 +43,7 @@ import numpy as np
 from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
+from pacekeeper.controller.core import peer_extreme
 from pacekeeper.controller.core.ids import Rank
 from pacekeeper.controller.core.peer_stats import F64, MAD_TO_SIGMA
 
@@ -64,10 +65,13 @@ WIDE = 24.0
 """The clip of the second, wide statistic: a slowdown of many noise scales (a GPU 28 %
 slower where the peers drift 1 %: x ~ 25-35) counts for what it is, where at ``CLIP``
 every such window adds the same as one at 6 scales."""
-WIDE_SHARE = 0.1
-"""The share of the false-alarm rate the wide statistic spends; the clipped one spends
-the rest. Each passes at its own threshold, so by the union bound the two together stay
-within the rate (docs/decision-rule.md, "Two clips")."""
+WIDE_SHARE = 0.05
+"""The share of the false-alarm rate the wide statistic spends (the clipped one spends
+``1 - WIDE_SHARE - EXTREME_SHARE``). Each passes at its own threshold, so by the union
+bound they together stay within the rate (docs/decision-rule.md, "Two clips")."""
+EXTREME_SHARE = 0.05
+"""The share the peers' record spends (``peer_extreme``; docs/decision-rule.md, "The
+peers' record")."""
 FLOOR = 1e-3
 """Smallest scale, in log-score units (0.1 %): finer than any report resolves, and it
 keeps a job of identical scores from dividing by zero."""
@@ -93,17 +97,24 @@ class RankTest:
     """The noise scale used in the last report (evidence)."""
     wide: float = 0.0
     """The CUSUM of the same deviations clipped at ``WIDE`` instead of ``CLIP``."""
+    extreme: float = 0.0
+    """This report's evidence from the peers' record (``peer_extreme``), in nats."""
 
     def passes(self, threshold: float) -> bool:
-        """Either statistic at its share of the rate: ``threshold`` (the whole rate's,
+        """Any statistic at its share of the rate: ``threshold`` (the whole rate's,
         ``threshold()``) plus log(1 / share)."""
         if len(self.history) < MIN_WINDOWS:
             return False
-        return self.cusum >= threshold + NARROW_EXTRA or self.wide >= threshold + WIDE_EXTRA
+        return (
+            self.cusum >= threshold + NARROW_EXTRA
+            or self.wide >= threshold + WIDE_EXTRA
+            or self.extreme >= threshold + EXTREME_EXTRA
+        )
 
 
-NARROW_EXTRA = -math.log1p(-WIDE_SHARE)
+NARROW_EXTRA = -math.log1p(-WIDE_SHARE - EXTREME_SHARE)
 WIDE_EXTRA = -math.log(WIDE_SHARE)
+EXTREME_EXTRA = -math.log(EXTREME_SHARE)
 
 
 def threshold(rate_per_gpu_day: float, window_s: float) -> float:
@@ -151,17 +162,24 @@ def advance(
     moving = np.isfinite(own[:, 0]).any() and not learn_only
     step = _steps(z, shift / scale, CLIP, inflation) if moving else np.zeros_like(z)
     wide = _steps(z, shift / scale, WIDE, inflation) if moving else np.zeros_like(z)
+    new = np.full((len(ranks), HISTORY), np.nan)
     for i, r in enumerate(ranks):
         t = old[i]
         s = max(0.0, t.cusum + float(step[i]))
         w = max(0.0, t.wide + float(wide[i]))
+        history = (*t.history, round(float(e[i]), 6))[-HISTORY:]
+        new[i, HISTORY - len(history) :] = history
         out[r] = RankTest(
-            history=(*t.history, round(float(e[i]), 6))[-HISTORY:],
+            history=history,
             cusum=s,
             run=t.run + 1 if s > 0 or w > 0 else 0,
             scale=float(scale[i]),
             wide=w,
         )
+    if moving:
+        beyond = peer_extreme.evidence(new, scale)
+        for i in np.flatnonzero(beyond > 0).tolist():
+            out[ranks[i]] = replace(out[ranks[i]], extreme=float(beyond[i]))
     return out
 
 
@@ -218,7 +236,12 @@ def forget(tests: Mapping[Rank, RankTest]) -> dict[Rank, RankTest]:
     a history keeps only its in-control part (the slow windows were no noise)."""
     return {
         r: replace(
-            t, history=t.history[: max(0, len(t.history) - t.run)], cusum=0.0, wide=0.0, run=0
+            t,
+            history=t.history[: max(0, len(t.history) - t.run)],
+            cusum=0.0,
+            wide=0.0,
+            run=0,
+            extreme=0.0,
         )
         for r, t in tests.items()
     }

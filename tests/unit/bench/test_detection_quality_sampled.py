@@ -79,6 +79,13 @@ def test_chunks_merge_into_the_table_of_one_run(bench, tmp_path: Path) -> None:
     assert both["goals"] == one["goals"]
     assert both["goals"]["detector"] == "enforce-recommended"
     assert merged.with_suffix(".md").read_text() == (tmp_path / "one.md").read_text()
+    # Chunks given out of order: each run stays beside its scenario.
+    flipped = tmp_path / "f.json"
+    bench.main(["--merge", str(tmp_path / "b.json"), str(tmp_path / "a.json"),
+                "--out", str(flipped)])  # fmt: skip
+    back = json.loads(flipped.read_text())
+    assert back["scenarios"] == one["scenarios"]
+    assert back["runs_"] == one["runs_"]
     with pytest.raises(SystemExit, match="two chunks"):
         bench.main(["--merge", str(tmp_path / "a.json"), str(tmp_path / "one.json"),
                     "--out", str(tmp_path / "x.json")])  # fmt: skip

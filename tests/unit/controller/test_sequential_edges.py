@@ -43,16 +43,20 @@ def test_shift_is_the_log_deviation_of_a_score_at_act_clamped() -> None:
 
 
 def test_a_test_passes_from_min_windows_and_at_the_threshold() -> None:
-    # Each statistic at its share of the rate: 0.9 for the clipped one, 0.1 the wide.
+    # Each statistic at its share of the rate: 0.9 for the clipped one, 0.05 the wide,
+    # 0.05 the peers' record.
     enough = (0.1,) * sq.MIN_WINDOWS
-    narrow, wide = 5.0 - math.log(0.9), 5.0 - math.log(0.1)
+    narrow, wide, record = 5.0 - math.log(0.9), 5.0 - math.log(0.05), 5.0 - math.log(0.05)
     assert math.isclose(sq.NARROW_EXTRA, -math.log(0.9))
-    assert math.isclose(sq.WIDE_EXTRA, -math.log(0.1))
+    assert math.isclose(sq.WIDE_EXTRA, -math.log(0.05))
+    assert math.isclose(sq.EXTREME_EXTRA, -math.log(0.05))
     assert sq.RankTest(history=enough, cusum=narrow).passes(5.0)
     assert not sq.RankTest(history=enough, cusum=narrow - 1e-9).passes(5.0)
     assert sq.RankTest(history=enough, wide=wide).passes(5.0)
-    assert not sq.RankTest(history=enough, cusum=narrow - 1e-9, wide=wide - 1e-9).passes(5.0)
-    assert not sq.RankTest(history=enough[1:], cusum=50.0, wide=50.0).passes(5.0)
+    assert sq.RankTest(history=enough, extreme=record).passes(5.0)
+    below = {"cusum": narrow - 1e-9, "wide": wide - 1e-9, "extreme": record - 1e-9}
+    assert not sq.RankTest(history=enough, **below).passes(5.0)
+    assert not sq.RankTest(history=enough[1:], cusum=50.0, wide=50.0, extreme=50.0).passes(5.0)
 
 
 def test_fewer_peers_than_min_peers_move_nothing() -> None:

@@ -65,11 +65,11 @@ def evidence(history: F64, scale: F64) -> F64:
     finite = np.isfinite(lows)
     if np.count_nonzero(finite) < MIN_RECORD:
         return out
-    stride = max(1, -(-lows.size // MAX_RECORD))
-    record = lows.ravel()[::stride]
-    owner = np.repeat(np.arange(n), lows.shape[1])[::stride]
-    keep = np.isfinite(record)
-    record, owner = record[keep], owner[keep]
+    record = lows[finite]
+    owner = np.broadcast_to(np.arange(n)[:, None], lows.shape)[finite]
+    stride = -(-record.size // MAX_RECORD)
+    if stride > 1:
+        record, owner = record[::stride], owner[::stride]
     edge = float(np.quantile(record, QUANTILE))
     over = record > edge
     excess, whose = record[over] - edge, owner[over]

@@ -155,3 +155,16 @@ def test_a_slow_gpu_under_drift_passes_within_a_few_reports_and_no_drifting_rank
     monkeypatch.setattr(px, "MIN_RECORD", 10**9)
     without = [_under_drift(seed, 60, 0.10)[0] for seed in (1, 2)]
     assert all(w is None or w >= 8 for w in without), without
+
+
+def test_a_large_job_with_short_histories_is_thinned_over_the_values_it_has(monkeypatch) -> None:
+    # Histories are right-aligned: early on only the last columns hold values. Thinning
+    # by position would keep only empty columns (a crash at 131,072 ranks, 10 reports).
+    monkeypatch.setattr(px, "MAX_RECORD", 5000)
+    rng = np.random.default_rng(17)
+    hist = np.full((RANKS, H), np.nan)
+    hist[:, -10:] = _drift(rng, 0.02, 20.0, 10)
+    hist[9, -3:] += 0.105
+    ev = px.evidence(hist, np.full(RANKS, 0.02))
+    assert ev[9] >= sq.threshold(1e-3, 60.0) + sq.EXTREME_EXTRA
+    assert np.delete(ev, 9).max() < 10.0

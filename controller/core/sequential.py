@@ -24,7 +24,9 @@ that), and enter the CUSUM as Bennett's log-likelihood bound, whose exponential 
 supermartingale under no change: the threshold ``log(windows per day / rate)`` then
 bounds false alarms per GPU-day by the rate (Ville's inequality, once per CUSUM run).
 A second CUSUM of the same deviations clipped at ``WIDE`` lets a slowdown of many
-scales count for what it is; the two share the rate (``WIDE_SHARE``, union bound).
+scales count for what it is, and the peers' record (``peer_extreme``) judges how far a
+rank has stayed beyond what every other rank's history shows; the three share the rate
+(``WIDE_SHARE``, ``EXTREME_SHARE``, union bound).
 
 The scores are the judged ones: with ``score.tail`` a rank slow in two of its last
 fifteen windows is judged low for as long as its tail remembers them, so a rank slow

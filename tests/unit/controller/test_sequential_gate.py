@@ -11,7 +11,12 @@ import pytest
 from controller_builders import Loop, acts, policy_doc
 
 from pacekeeper.controller.core.decisions import Decision, Reason, Verdict
-from pacekeeper.controller.core.policy import ActionKind, PolicyError, parse_policy_document
+from pacekeeper.controller.core.policy import (
+    DISRUPTIVE_ACTIONS,
+    ActionKind,
+    PolicyError,
+    parse_policy_document,
+)
 from pacekeeper.controller.core.state import State
 
 WORLD = 16
@@ -128,3 +133,40 @@ def test_warm_up_reports_teach_the_noise_and_build_no_evidence() -> None:
     assert len(tests) == WORLD and all(len(t.history) == 9 for t in tests.values())
     assert all(t.cusum == 0.0 for t in tests.values())
     assert not acts(loop.log)
+
+
+def test_a_restart_under_drift_is_carried_by_the_peers_record() -> None:
+    # 256 ranks, each drifting +-2.5 % on its own ~15-report period; rank 0 a GPU 10 %
+    # slower from report 30. The CUSUMs wait on the drift's autocorrelation; the peers'
+    # record (every other rank's crests) passes first, and the evidence says so.
+    world, onset = 256, 30
+    policy = {
+        "thresholds": {"act": 0.93, "recover": 0.97},
+        "score": {"minDeviations": None},
+        "safety": {"falseDisruptionsPerGpuDay": 0.001},
+    }
+    loop = Loop(policy_doc(policy), world=world)
+    rng = np.random.default_rng(3)
+    phase = rng.uniform(0, 2 * np.pi, world)
+    period = 15.0 * rng.uniform(0.5, 2.0, world)
+    for i in range(onset + 12):
+        log_step = 0.025 * np.sin(2 * np.pi * i / period + phase) + rng.normal(0, 0.001, world)
+        step = np.exp(log_step)
+        if i >= onset:
+            step[SLOW_RANK] /= 0.9
+        loop.step({r: float(s) for r, s in enumerate(np.minimum(np.median(step) / step, 1.0))})
+    restarts = [
+        d for d in loop.log if d.verdict is Verdict.ACT and d.action is ActionKind.RESTART_RANK
+    ]
+    assert restarts, "the slow GPU was not restarted within 12 reports of its onset"
+    assert {r for d in restarts for r in d.evidence["ranks"]} == {SLOW_RANK}
+    test = restarts[0].evidence["sequentialTest"]
+    at = test["thresholds"]
+    assert test["passed"] == [SLOW_RANK]
+    assert test["peerRecord"][str(SLOW_RANK)] >= at["peerRecord"]
+    assert test["statistic"][str(SLOW_RANK)] < at["clipped"]
+    assert test["wideStatistic"][str(SLOW_RANK)] < at["wide"]
+    disruptive = [
+        d for d in loop.log if d.verdict is Verdict.ACT and d.action in DISRUPTIVE_ACTIONS
+    ]
+    assert all(d.evidence.get("ranks") == [SLOW_RANK] for d in disruptive), disruptive

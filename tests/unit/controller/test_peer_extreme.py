@@ -168,3 +168,142 @@ def test_a_large_job_with_short_histories_is_thinned_over_the_values_it_has(monk
     ev = px.evidence(hist, np.full(RANKS, 0.02))
     assert ev[9] >= sq.threshold(1e-3, 60.0) + sq.EXTREME_EXTRA
     assert np.delete(ev, 9).max() < 10.0
+
+
+def _reference(history: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``evidence`` written out the long way: every rank's spans by hand, its own values
+    left out of its fit by filtering, the moments and bounds as docs/decision-rule.md
+    states them."""
+    n, width = history.shape
+    z = history / scale[:, None]
+    values, owners = [], []
+    now = np.full(n, np.nan)
+    for i in range(n):
+        for j in range(width - px.SPAN + 1):
+            low = min(z[i, j : j + px.SPAN])  # NaN-free rows only reach here below
+            if all(np.isfinite(z[i, j : j + px.SPAN])):
+                values.append(low)
+                owners.append(i)
+                if j == width - px.SPAN:
+                    now[i] = low
+    out = np.zeros(n)
+    if len(values) < px.MIN_RECORD:
+        return out
+    vals, own = np.array(values), np.array(owners)
+    edge = float(np.quantile(vals, px.QUANTILE))
+    for i in range(n):
+        if not (np.isfinite(now[i]) and now[i] > edge):
+            continue
+        keep = (vals > edge) & (own != i)
+        y = vals[keep] - edge
+        if y.size < px.MIN_TAIL:
+            continue
+        mean, var = y.mean(), y.var()
+        shape = max(0.5 * (1 - mean * mean / var), 0.0) if var > 0 else 0.0
+        shape += px.Z95 * (1 + shape) / math.sqrt(len(set(own[keep].tolist())))
+        fit_scale = mean * (1 - min(shape, 0.5)) * (1 + px.Z95 / math.sqrt(y.size))
+        share = (y.size + 1) / (np.count_nonzero(own != i) + 1)
+        out[i] = -math.log(share) + math.log1p(shape * (now[i] - edge) / fit_scale) / shape
+    return out
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_evidence_equals_the_long_way(monkeypatch, seed: int) -> None:
+    # 240 ranks of their own scales (0.5-3 %), heavy-ish tails, some ranks' histories
+    # short, a few ranks shifted for their last reports: every figure as the long way.
+    monkeypatch.setattr(px, "MIN_RECORD", 2000)
+    monkeypatch.setattr(px, "MIN_TAIL", 20)
+    rng = np.random.default_rng(seed)
+    n = 240
+    scale = rng.uniform(0.005, 0.03, n)
+    hist = rng.standard_t(4.0, (n, H)) * scale[:, None]
+    hist[rng.choice(n, 30, replace=False), : rng.integers(4, 20)] = np.nan
+    for r, k in ((3, 3), (7, 5), (11, 12)):
+        hist[r, -k:] += 8 * scale[r]
+    hist[13, -2:] += 50 * scale[13]  # high for two reports only: not a span
+    got, want = px.evidence(hist, scale), _reference(hist, scale)
+    assert np.count_nonzero(want) >= 3
+    assert got[13] == 0.0
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_a_rank_is_read_in_its_own_scale() -> None:
+    # Rank 5 moved 6 % where its own scale is 10 %: 0.6 of its scale, not a finding;
+    # rank 6 moved 6 % where its scale is 0.5 %: twelve scales out.
+    rng = np.random.default_rng(24)
+    scale = np.full(RANKS, 0.005)
+    scale[5] = 0.1
+    hist = rng.normal(0, 1, (RANKS, H)) * scale[:, None]
+    hist[5, -3:] += 0.06
+    hist[6, -3:] += 0.06
+    ev = px.evidence(hist, scale)
+    assert ev[5] == 0.0
+    assert ev[6] >= sq.threshold(1e-3, 60.0) + sq.EXTREME_EXTRA
+
+
+def test_a_tail_the_rank_makes_itself_judges_nothing(monkeypatch) -> None:
+    # 200 quiet ranks x 30 spans, one of them far out for 28 reports: 26 of the record's
+    # 60 top values are its own, and the 34 left without it are under MIN_TAIL.
+    monkeypatch.setattr(px, "MIN_RECORD", 5000)
+    rng = np.random.default_rng(25)
+    hist = rng.normal(0, 1, (200, H))
+    hist[4, -28:] += 30.0
+    ev = px.evidence(hist, np.ones(200))
+    assert ev[4] == 0.0
+
+
+def test_a_record_thinned_below_what_the_tail_needs_judges_nobody(monkeypatch) -> None:
+    # 200 ranks x 30 spans = 6,000 values: 60 in the 1 % tail, 30 once thinned to every
+    # second value (MAX_RECORD 3,000), under MIN_TAIL.
+    monkeypatch.setattr(px, "MAX_RECORD", 3000)
+    rng = np.random.default_rng(26)
+    hist = rng.normal(0, 1, (200, H))
+    hist[4, -3:] += 30.0
+    assert not px.evidence(hist, np.ones(200)).any()
+    monkeypatch.setattr(px, "MAX_RECORD", 6000)  # not thinned: the same record judges
+    assert px.evidence(hist, np.ones(200))[4] > 0.0
+
+
+def test_evidence_equals_the_long_way_on_small_excesses_and_a_one_rank_tail(monkeypatch) -> None:
+    monkeypatch.setattr(px, "MIN_RECORD", 2000)
+    monkeypatch.setattr(px, "MIN_TAIL", 20)
+    rng = np.random.default_rng(27)
+    # Heavy tails in units far below 1 (excesses sum to under 1, variance under 1).
+    hist = rng.standard_t(3.0, (150, H)) * 1e-4
+    hist[2, -3:] += 3e-3
+    scale = np.ones(150)
+    want = _reference(hist, scale)
+    assert want[2] > 0
+    np.testing.assert_allclose(px.evidence(hist, scale), want, rtol=1e-9, atol=1e-12)
+    # A tail one other rank makes: 100 ranks x 30 spans, rank 0 high throughout.
+    one = rng.normal(0, 1, (100, H))
+    one[0] += 10.0 + rng.normal(0, 1, H)
+    one[1, -3:] += 20.0
+    want = _reference(one, np.ones(100))
+    assert want[1] > 0
+    np.testing.assert_allclose(px.evidence(one, np.ones(100)), want, rtol=1e-9)
+
+
+def test_a_rank_without_a_scale_is_no_value_and_judges_nothing(monkeypatch) -> None:
+    monkeypatch.setattr(px, "MIN_RECORD", 2000)
+    rng = np.random.default_rng(28)
+    hist = rng.normal(0, 0.01, (150, H))
+    hist[3, -3:] += 0.5
+    scale = np.full(150, 0.01)
+    base = px.evidence(hist, scale)
+    scale[9] = 0.0
+    hist[9] = 1.0  # would be infinitely far out on a scale of 0
+    got = px.evidence(hist, scale)
+    assert got[9] == 0.0
+    np.testing.assert_allclose(np.delete(got, 9), np.delete(base, 9), rtol=0.05)
+
+
+def test_the_record_judges_from_exactly_min_record_values_and_one_span(monkeypatch) -> None:
+    rng = np.random.default_rng(29)
+    hist = rng.normal(0, 1, (4000, px.SPAN))  # one span a rank: 4,000 values
+    hist[7] += 20.0
+    monkeypatch.setattr(px, "MIN_TAIL", 20)
+    monkeypatch.setattr(px, "MIN_RECORD", 4000)
+    assert px.evidence(hist, np.ones(4000))[7] > 0
+    monkeypatch.setattr(px, "MIN_RECORD", 4001)
+    assert not px.evidence(hist, np.ones(4000)).any()

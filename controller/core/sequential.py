@@ -164,24 +164,28 @@ def advance(
     moving = np.isfinite(own[:, 0]).any() and not learn_only
     step = _steps(z, shift / scale, CLIP, inflation) if moving else np.zeros_like(z)
     wide = _steps(z, shift / scale, WIDE, inflation) if moving else np.zeros_like(z)
-    new = np.full((len(ranks), HISTORY), np.nan)
+    histories = [(*t.history, round(float(e[i]), 6))[-HISTORY:] for i, t in enumerate(old)]
+    beyond = peer_extreme.evidence(_right_aligned(histories), scale) if moving else None
     for i, r in enumerate(ranks):
         t = old[i]
         s = max(0.0, t.cusum + float(step[i]))
         w = max(0.0, t.wide + float(wide[i]))
-        history = (*t.history, round(float(e[i]), 6))[-HISTORY:]
-        new[i, HISTORY - len(history) :] = history
         out[r] = RankTest(
-            history=history,
+            history=histories[i],
             cusum=s,
             run=t.run + 1 if s > 0 or w > 0 else 0,
             scale=float(scale[i]),
             wide=w,
+            extreme=float(beyond[i]) if beyond is not None else 0.0,
         )
-    if moving:
-        beyond = peer_extreme.evidence(new, scale)
-        for i in np.flatnonzero(beyond > 0).tolist():
-            out[ranks[i]] = replace(out[ranks[i]], extreme=float(beyond[i]))
+    return out
+
+
+def _right_aligned(histories: list[tuple[float, ...]]) -> F64:
+    """Ranks x ``HISTORY``: each history in its row's last columns, NaN before it."""
+    out = np.full((len(histories), HISTORY), np.nan)
+    for i, h in enumerate(histories):
+        out[i, HISTORY - len(h) :] = h
     return out
 
 

@@ -11,9 +11,10 @@ timing 8 sections; for every world size and path, side by side in one run:
 * the whole job's detector sockets (the sum over the ranks).
 
 ``--rank0-at 16384 131072`` adds rank 0's own part at those sizes, in this process
-(no gloo ranks, no threads): N synthetic payloads of ``SECTIONS`` sections pickled as
-the gather delivers them, then unpickled and scored (``score_payloads``, relative and
-individual) under ``tracemalloc``: its time and its peak allocation (numpy included).
+(no gloo ranks, no threads), on both paths (``rank0_part``): on the flat group N
+synthetic payloads of ``SECTIONS`` sections unpickled and scored; on the tree, the
+root's work as a node leader and its combining of every host's scores (scoring on the
+leaders), each under ``tracemalloc``: its time and its peak allocation (numpy included).
 
 Then a cost model is fitted to the points (least squares, line in the world size for
 the flat path; for the tree, sockets from its shape and time as a line plus a term per
@@ -83,19 +84,19 @@ def _window() -> None:
 
 
 def _count_gathered(sizes: list[int]) -> None:
-    """Record the pickled bytes of what each gather brings this rank (the report's
-    payloads: what rank 0 must hold, whatever the path)."""
-    from pacekeeper.detector import gather
+    """Record the pickled bytes of what each report's exchange brings this rank: on the
+    flat group every rank's payload, on the tree every host's scores."""
+    from pacekeeper.detector import report_cycle
 
-    inner = gather.gather_to_reporter
+    inner = report_cycle._exchange
 
-    def counted(obj: Any, info: Any, group: Any) -> Any:
-        out = inner(obj, info, group)
-        if out is not None:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        out = inner(*args, **kwargs)
+        if isinstance(out, list):
             sizes.append(sum(len(pickle.dumps(p)) for p in out))
         return out
 
-    gather.gather_to_reporter = counted
+    report_cycle._exchange = counted
 
 
 def bench_rank(rank: int, world_size: int, out_dir: str, reports: int) -> None:
@@ -162,44 +163,119 @@ def measure(world: int, path: str, reports: int) -> dict[str, Any]:
     }
 
 
-def rank0_part(world: int) -> dict[str, Any]:
-    """Rank 0's decoding and scoring of ``world`` gathered payloads, measured here."""
-    from pacekeeper.detector.payload import RankPayload, key_id, score_payloads
+def _synthetic_payloads(world: int, kernels: int) -> tuple[list[Any], dict[int, str]]:
+    """``world`` payloads of ``SECTIONS`` sections and ``kernels`` kernels (each named
+    once, as a receiver's table holds them after the first report)."""
+    from pacekeeper.detector.payload import RankPayload, key_id
     from pacekeeper.detector.reports import RankInfo
 
     names = {key_id(f"section_{s}"): f"section_{s}" for s in range(SECTIONS)}
     ids = np.array(list(names), dtype=np.uint64)
+    k_names = {key_id(f"kernel_{k}"): f"kernel_{k}" for k in range(kernels)}
+    k_ids = np.array(list(k_names), dtype=np.uint64)
     rng = np.random.default_rng(0)
-    blobs = [
-        pickle.dumps(
-            RankPayload(
-                RankInfo(r, f"h{r // MODEL_PER_HOST}", section_samples=ENTRIES),
-                ids,
-                rng.uniform(0.9e6, 1.1e6, SECTIONS),
-                rng.uniform(0.9, 1.0, SECTIONS),
-                np.zeros(0, dtype=np.uint64),
-                np.zeros(0),
-                np.zeros(0),
-                names=names,
-            )
+    payloads = [
+        RankPayload(
+            RankInfo(r, f"h{r // MODEL_PER_HOST}", section_samples=ENTRIES),
+            ids,
+            rng.uniform(0.9e6, 1.1e6, SECTIONS),
+            rng.uniform(0.9, 1.0, SECTIONS),
+            k_ids,
+            rng.uniform(0.9e4, 1.1e4, kernels),
+            rng.uniform(0.9e5, 1.1e5, kernels),
+            gpu_individual=0.95,
+            names=names,
         )
         for r in range(world)
     ]
+    return payloads, {**names, **k_names}
+
+
+def _traced(work: Any) -> tuple[float, float, int]:
+    """``work()``'s wall and CPU seconds and its peak allocation under tracemalloc
+    (which slows Python's allocations: the times are also taken without it)."""
     tracemalloc.start()
     t0, c0 = time.perf_counter(), time.process_time()
-    payloads = [pickle.loads(b) for b in blobs]
-    score_payloads(payloads, names, relative=True, individual=True)
+    work()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return {
-        "world": world,
-        "pickled MiB": round(sum(map(len, blobs)) / 2**20, 1),
-        "decode+score s (traced)": round(wall, 2),
-        "CPU s (traced)": round(cpu, 2),
-        "peak alloc MiB": round(peak / 2**20, 1),
-        "peak KiB/rank": round(peak / 1024 / world, 2),
-    }
+    return wall, cpu, peak
+
+
+def rank0_part(world: int, kernels: int = 0, fanout: int = 8) -> list[dict[str, Any]]:
+    """Rank 0's own part of a report of ``world`` ranks (8 a host), on each path,
+    measured in this process.
+
+    * flat: unpickle ``world`` payloads and score them all (``score_payloads``);
+    * tree: the root as a node leader (unpickle its host's payloads, summarise them,
+      merge its ``fanout`` children's summaries, score its host against the job's
+      references), then unpickle its children's parts (each its subtree's hosts'
+      ``HostScores`` joined, as their leaders pass them up), join them with its own and
+      make the report's mappings and ``RankInfo`` from them. The children's parts are
+      made beforehand, as their leaders would make them.
+    """
+    from pacekeeper.detector import host_scores, key_references
+    from pacekeeper.detector.payload import score_payloads
+    from pacekeeper.detector.work_mix import with_mix_groups
+
+    payloads, names = _synthetic_payloads(world, kernels)
+    blobs = [pickle.dumps(p) for p in payloads]
+    per = MODEL_PER_HOST
+    refs = key_references.of_payloads(payloads)
+    child_refs = [pickle.dumps(refs)] * fanout
+    rest = payloads[per:]
+    size = -(-len(rest) // fanout)
+    children = [
+        pickle.dumps(
+            host_scores.join(
+                [
+                    host_scores.score_host(
+                        sub[i : i + per], names, refs, relative=True, individual=True
+                    )
+                    for i in range(0, len(sub), per)
+                ]
+            )
+        )
+        for sub in (rest[c : c + size] for c in range(0, len(rest), size))
+    ]
+
+    def flat() -> None:
+        got = [pickle.loads(b) for b in blobs]
+        score_payloads(got, names, relative=True, individual=True)
+        with_mix_groups({p.info.rank: p.info for p in got}, got)
+
+    def tree() -> None:
+        mine = [pickle.loads(b) for b in blobs[:per]]
+        summary = key_references.of_payloads(mine)
+        key_references.merge([summary, *(pickle.loads(b) for b in child_refs)])
+        own = host_scores.score_host(mine, names, refs, relative=True, individual=True)
+        joined = host_scores.join([own, *(pickle.loads(b) for b in children)])
+        joined.scores()
+        joined.rank_info()
+
+    received = {"flat": blobs, "tree": children}
+    rows = []
+    for path, work in (("flat", flat), ("tree", tree)):
+        t0, c0 = time.perf_counter(), time.process_time()
+        work()
+        plain_wall, plain_cpu = time.perf_counter() - t0, time.process_time() - c0
+        wall, cpu, peak = _traced(work)
+        rows.append(
+            {
+                "world": world,
+                "kernels": kernels,
+                "path": path,
+                "received MiB": round(sum(map(len, received[path])) / 2**20, 1),
+                "rank0 s": round(plain_wall, 2),
+                "CPU s": round(plain_cpu, 2),
+                "rank0 s (traced)": round(wall, 2),
+                "CPU s (traced)": round(cpu, 2),
+                "peak alloc MiB": round(peak / 2**20, 1),
+                "peak KiB/rank": round(peak / 1024 / world, 2),
+            }
+        )
+    return rows
 
 
 def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -262,9 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reports", type=int, default=4)
     ap.add_argument("--name", default="detector_scale")
     ap.add_argument("--rank0-at", type=int, nargs="*", default=[])
+    ap.add_argument(
+        "--kernels", type=int, nargs="*", default=[0], help="kernels a rank, for --rank0-at"
+    )
     args = ap.parse_args(argv)
     if args.rank0_at:
-        part = [rank0_part(n) for n in args.rank0_at]
+        part = [row for k in args.kernels for n in args.rank0_at for row in rank0_part(n, k)]
         emit(f"{args.name}_rank0", part, title="rank 0's decoding and scoring, one process")
     if not args.worlds:  # --worlds with no size: rank 0's part alone
         return 0

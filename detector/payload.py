@@ -17,6 +17,7 @@ from typing import Literal
 import numpy as np
 
 from . import few_scores, scoring
+from .key_references import References
 from .reports import RankInfo
 
 U64 = scoring.U64
@@ -101,6 +102,24 @@ class Scores:
     averages (``scoring.gpu_relative_medians``): no NVRx score, only the ScoreReport's
     ``gpuRelativeMedian``, so never NaN-filled."""
 
+    def only(self, rank: int) -> Scores:
+        """These scores of ``rank`` alone (a rank that scores only itself)."""
+
+        def one(scores: dict[int, float]) -> dict[int, float]:
+            return {rank: scores[rank]} if rank in scores else {}
+
+        def per_section(scores: dict[str, dict[int, float]]) -> dict[str, dict[int, float]]:
+            return {name: {rank: v[rank]} for name, v in scores.items() if rank in v}
+
+        return Scores(
+            one(self.gpu_relative),
+            per_section(self.section_relative),
+            one(self.gpu_individual),
+            per_section(self.section_individual),
+            {rank: self.rank_to_node[rank]} if rank in self.rank_to_node else {},
+            one(self.gpu_relative_median),
+        )
+
     def nan_filled(
         self, ranks: Sequence[int], sections: Iterable[str], *, relative: bool, individual: bool
     ) -> Scores:
@@ -184,19 +203,25 @@ def score_payloads(
     individual: bool,
     only_rank: int | None = None,
     path: Literal["auto", "few", "vectorised"] = "auto",
+    refs: References | None = None,
 ) -> Scores:
     """Scores of all ranks (or only ``only_rank``'s) from the gathered payloads.
 
     NaN rule (see ``scoring``): missing data drops out of references; a score that cannot
     be computed is left out of the mappings. A window of few entries is scored in plain
     Python (``few_scores``: the same results without numpy's cost per call); ``path``
-    forces one of the two (the tests compare them).
+    forces one of the two (the tests compare them). ``refs``: the relative scores'
+    references made elsewhere (``key_references``: a node leader scores its host's
+    ranks against the whole job's), always on the vectorised path; None: these
+    payloads' own.
     """
-    few = few_scores.is_few(payloads) if path == "auto" else path == "few"
-    score = few_scores.score_maps if few else _vectorised_maps
-    gpu_rel, sec_rel, gpu_ind, sec_ind, gpu_rel_median = score(
-        payloads, names, relative, individual, only_rank
-    )
+    if refs is not None:
+        maps = _vectorised_maps(payloads, names, relative, individual, only_rank, refs=refs)
+    else:
+        few = few_scores.is_few(payloads) if path == "auto" else path == "few"
+        score = few_scores.score_maps if few else _vectorised_maps
+        maps = score(payloads, names, relative, individual, only_rank)
+    gpu_rel, sec_rel, gpu_ind, sec_ind, gpu_rel_median = maps
     return Scores(
         gpu_rel, sec_rel, gpu_ind, sec_ind, _rank_to_node(payloads, only_rank), gpu_rel_median
     )
@@ -208,6 +233,8 @@ def _vectorised_maps(
     relative: bool,
     individual: bool,
     only_rank: int | None,
+    *,
+    refs: References | None = None,
 ) -> few_scores.ScoreMaps:
     """``score_payloads``'s mappings over numpy arrays, whatever the window's size."""
     ranks = np.fromiter((p.info.rank for p in payloads), dtype=np.int64, count=len(payloads))
@@ -221,23 +248,40 @@ def _vectorised_maps(
     if relative and n:
         if sidx.rows.size:
             smed = np.concatenate([p.section_median_ns for p in payloads])
-            s_scores = scoring.relative_entry_scores(sidx.rows, sidx.cols, smed, sidx.keys.size)
+            if refs is None:
+                s_scores = scoring.relative_entry_scores(sidx.rows, sidx.cols, smed, sidx.keys.size)
+            else:
+                best = refs.section_best_for(sidx.keys)
+                s_scores = scoring.entry_scores_against(sidx.cols, smed, best)
             sec_rel = _per_key(ranks, sidx.rows, sidx.cols, s_scores, sidx.keys, names, only_rank)
         kidx = scoring.index_keys([p.kernel_ids for p in payloads])
         if kidx.rows.size:
             kmed = np.concatenate([p.kernel_median_ns for p in payloads])
             ktot = np.concatenate([p.kernel_total_ns for p in payloads])
-            k_scores = scoring.gpu_relative_entry_scores(
-                kidx.rows, kidx.cols, kmed, n, kidx.keys.size
-            )
+            if refs is None:
+                k_scores = scoring.gpu_relative_entry_scores(
+                    kidx.rows, kidx.cols, kmed, n, kidx.keys.size
+                )
+            else:
+                k_scores = scoring.entry_scores_against(
+                    kidx.cols,
+                    kmed,
+                    refs.kernel_best_for(kidx.keys),
+                    support=refs.kernel_support_for(kidx.keys),
+                    min_support=refs.kernel_min_support,
+                )
             # The mean stays a time (what the step pays; the host side reads it); the
             # median reads a bigger launch per unit of work (what the GPU is).
             g = scoring.weighted_row_mean(kidx.rows, k_scores, ktot, n, rows_sorted=True)
             gpu_rel = _per_rank(ranks, g, only_rank)
             kthr = _kernel_threads(payloads)
-            k_scores = scoring.per_work_entry_scores(
-                kidx.cols, k_scores, kmed, kthr, kidx.keys.size
-            )
+            if refs is None:
+                k_scores = scoring.per_work_entry_scores(
+                    kidx.cols, k_scores, kmed, kthr, kidx.keys.size
+                )
+            else:
+                launch = refs.kernel_launch_for(kidx.keys)
+                k_scores = scoring.per_work_against(kidx.cols, k_scores, kmed, kthr, launch)
             g_med = scoring.weighted_row_median(kidx.rows, k_scores, ktot, n)
             gpu_rel_median = _per_rank(ranks, g_med, only_rank)
     if individual and n:

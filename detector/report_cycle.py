@@ -19,10 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import gather, topology_discovery
-from .payload import MAX_NAMES, RankPayload, score_payloads
-from .reports import Report, to_score_report
+from . import gather, host_scores, key_references, topology_discovery
+from .host_scores import HostScores
+from .key_references import References
+from .payload import MAX_NAMES, RankPayload, Scores, score_payloads
+from .reports import RankInfo, Report, to_score_report
 from .score_report import JobIdentity, KernelTiming, ScoreReport
+from .tree_group import TreeGroup
 from .work_mix import with_mix_groups
 
 if TYPE_CHECKING:
@@ -76,50 +79,34 @@ def generate(
     individual = "individual_perf_scores" in scores_to_compute
     failed = object()
     gathered: Any
-    if gather_on_rank0:
-        gathered = guard.call(
-            "report.gather",
-            lambda: run.group.collective(gather.gather_to_reporter, payload, info),
-            failed,
+    if gather_on_rank0 or relative:
+        exchange = functools.partial(
+            _exchange,
+            run=run,
+            gather_on_rank0=gather_on_rank0,
+            relative=relative,
+            individual=individual,
         )
-        if gathered is failed or gathered is None:
-            return None
-    elif relative:
         gathered = guard.call(
-            "report.gather",
-            lambda: run.group.collective(gather.all_gather, payload, info),
-            failed,
+            "report.gather", lambda: run.group.collective(exchange, payload, info), failed
         )
-        if gathered is failed:
+        if gathered is failed or (gather_on_rank0 and gathered is None):
             return None
     else:
         gathered = [payload]
 
     # Only now do we know the names reached the receiver.
     builder.mark_sent(payload)
+    me = None if gather_on_rank0 else info.global_rank
 
-    def build() -> tuple[Report, list[RankPayload], dict[int, float]]:
-        payloads = [p for p in gathered if isinstance(p, RankPayload)]
-        _learn_names(run.names, payloads)
-        me = None if gather_on_rank0 else info.global_rank
-        scores = score_payloads(
-            payloads, run.names, relative=relative, individual=individual, only_rank=me
-        )
-        if not gather_on_rank0:
-            payloads = [p for p in payloads if p.info.rank == info.global_rank]
+    def build() -> tuple[Report, Callable[[], dict[int, RankInfo]], dict[int, float]]:
+        scores, ranks, rank_info = _scores(run, gathered, me, relative, individual)
         if run.config.missing_scores == "nan":
             # NVRx's shape: every rank (or this one) under each score it computes, NaN
             # where there is nothing to score; sections as its name table holds them.
-            if gather_on_rank0:
-                _learn_sections(run.seen_sections, run.names, payloads)
-                sections: Iterable[str] = run.seen_sections
-            else:
-                sections = sec_summ
+            sections: Iterable[str] = run.seen_sections if me is None else sec_summ
             scores = scores.nan_filled(
-                [p.info.rank for p in payloads] if me is None else [me],
-                sections,
-                relative=relative,
-                individual=individual,
+                ranks if me is None else [me], sections, relative=relative, individual=individual
             )
         report = Report(
             gpu_relative_perf_scores=scores.gpu_relative,
@@ -133,16 +120,16 @@ def generate(
             gather_on_rank0=gather_on_rank0,
             rank=info.global_rank,
         )
-        return report, payloads, scores.gpu_relative_median
+        return report, rank_info, scores.gpu_relative_median
 
     built = guard.call("report.score", build, None)
     if built is None:
         return None
-    report, payloads, rel_median = built
+    report, rank_info, rel_median = built
     convert = functools.partial(
         _score_report,
         report,
-        payloads,
+        rank_info,
         rel_median,
         job=run.job,
         sequence=sequence,
@@ -198,6 +185,83 @@ def _learn_names(names: dict[int, str], payloads: Iterable[RankPayload]) -> None
         names.update(p.names)
 
 
+def _exchange(
+    payload: RankPayload,
+    info: gather.GroupInfo,
+    group: Any,
+    *,
+    run: RunState,
+    gather_on_rank0: bool,
+    relative: bool,
+    individual: bool,
+) -> Any:
+    """The report's collective: on the tree, scoring on the node leaders
+    (``HostScores``: the root's list of every host's, or this rank's host's); on any
+    other group, the payloads (rank 0's list, or every rank's when each scores itself)."""
+    if isinstance(group, TreeGroup):
+        guard = run.guard
+
+        def summarize(payloads: list[Any]) -> References:
+            return guard.call(
+                "report.references",
+                lambda: key_references.of_payloads(_payloads(payloads)),
+                References.empty(),
+            )
+
+        def score(payloads: list[Any], refs: References) -> HostScores:
+            def scored() -> HostScores:
+                mine = _payloads(payloads)
+                _learn_names(run.names, mine)
+                return host_scores.score_host(
+                    mine, run.names, refs, relative=relative, individual=individual
+                )
+
+            return guard.call("report.score", scored, HostScores.empty())
+
+        return group.score_at_leaders(
+            payload,
+            summarize,
+            key_references.merge,
+            score,
+            host_scores.join,
+            to_root=gather_on_rank0,
+        )
+    if gather_on_rank0:
+        return gather.gather_to_reporter(payload, info, group)
+    return gather.all_gather(payload, info, group)
+
+
+def _payloads(items: Iterable[Any]) -> list[RankPayload]:
+    return [p for p in items if isinstance(p, RankPayload)]
+
+
+def _scores(
+    run: RunState, gathered: Any, me: int | None, relative: bool, individual: bool
+) -> tuple[Scores, list[int], Callable[[], dict[int, RankInfo]]]:
+    """The report's scores, its ranks and (made when asked) their ``RankInfo`` with mix
+    groups, from what the exchange gave: hosts' scores from the tree, or payloads."""
+    if isinstance(gathered, HostScores):
+        if me is not None:  # this rank's host's scores: it reports its own
+            infos = {i.rank: i for i in gathered.infos if i.rank == me}
+            return gathered.scores().only(me), [me], lambda: infos
+        _learn_section_names(run.seen_sections, gathered.sections)
+        return gathered.scores(), gathered.ranks.tolist(), gathered.rank_info
+    payloads = _payloads(gathered)
+    _learn_names(run.names, payloads)
+    scores = score_payloads(
+        payloads, run.names, relative=relative, individual=individual, only_rank=me
+    )
+    if me is not None:
+        payloads = [p for p in payloads if p.info.rank == me]
+    elif run.config.missing_scores == "nan":
+        _learn_sections(run.seen_sections, run.names, payloads)
+    return (
+        scores,
+        [p.info.rank for p in payloads],
+        lambda: with_mix_groups({p.info.rank: p.info for p in payloads}, payloads),
+    )
+
+
 def _learn_sections(
     seen: dict[str, None], names: dict[int, str], payloads: Sequence[RankPayload]
 ) -> None:
@@ -207,15 +271,18 @@ def _learn_sections(
         ids: Iterable[int] = sorted({s for p in payloads for s in p.section_ids.tolist()})
     else:
         ids = np.unique(np.concatenate([p.section_ids for p in payloads])).tolist()
-    for sid in ids:
-        name = names.get(sid)
-        if name is not None and name not in seen and len(seen) < _MAX_SEEN_SECTIONS:
+    _learn_section_names(seen, (n for sid in ids if (n := names.get(sid)) is not None))
+
+
+def _learn_section_names(seen: dict[str, None], names: Iterable[str]) -> None:
+    for name in names:
+        if name not in seen and len(seen) < _MAX_SEEN_SECTIONS:
             seen[name] = None
 
 
 def _score_report(
     report: Report,
-    payloads: list[RankPayload],
+    rank_info: Callable[[], dict[int, RankInfo]],
     gpu_relative_median: dict[int, float],
     *,
     job: JobIdentity,
@@ -232,7 +299,7 @@ def _score_report(
         sequence=sequence,
         generated_at=generated_at,
         window_s=window_s,
-        rank_info=with_mix_groups({p.info.rank: p.info for p in payloads}, payloads),
+        rank_info=rank_info(),
         world_size=world_size,
         kernel_timing=_kernel_timing(choice, counts),
         gpu_relative_median=gpu_relative_median,

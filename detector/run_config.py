@@ -147,14 +147,15 @@ def validate_scores(scores_to_compute: Any) -> list[str]:
             names = tuple(scores_to_compute)
         except TypeError:
             raise _unknown(scores_to_compute) from None
-    if "all" in names:
-        return list(SCORE_NAMES)
-    unknown = [n for n in names if n not in SCORE_NAMES]
+    # Every name is checked before "all" widens the list: a typo beside it is still a typo.
+    unknown = [n for n in names if n not in SCORE_NAMES and n != "all"]
     if unknown:
         raise ValueError(
             f"scores_to_compute: unknown score name {unknown[0]!r}; "
             f"known: {', '.join(SCORE_NAMES)} (or 'all')"
         )
+    if "all" in names:
+        return list(SCORE_NAMES)
     return list(dict.fromkeys(names))
 
 

@@ -171,6 +171,10 @@ def per_work_entry_scores(
         return scores  # every key's launches the same size: the common case, cheaply
     lo = np.full(n_cols, np.inf)
     np.minimum.at(lo, c, n)
+    return _per_work(ok, cols, scores, threads, lo)
+
+
+def _per_work(ok: npt.NDArray[np.bool_], cols: I64, scores: F64, threads: F64, lo: F64) -> F64:
     with np.errstate(invalid="ignore"):
         bigger = ok & (threads > lo[cols]) & np.isfinite(scores)
     if not bool(bigger.any()):
@@ -179,6 +183,34 @@ def per_work_entry_scores(
     at = np.flatnonzero(bigger)
     out[at] = np.minimum(1.0, scores[at] * (threads[at] / lo[cols[at]]))
     return out
+
+
+def entry_scores_against(
+    cols: I64, times: F64, best: F64, *, support: I64 | None = None, min_support: int = 1
+) -> F64:
+    """Per entry, ``best[its key] / its time``: ``relative_entry_scores`` against
+    references made elsewhere (``key_references``: the job's, merged up the report
+    tree), per key of ``cols``; NaN where the entry is missing or its key's
+    ``support`` is under ``min_support``."""
+    ok = valid(times)
+    if support is not None and min_support > 1:
+        ok &= support[cols] >= min_support
+    out = np.full(times.shape, np.nan)
+    out[ok] = best[cols[ok]] / times[ok]
+    return out
+
+
+def per_work_against(
+    cols: I64, scores: F64, typical_ns: F64, threads: F64 | None, launch: F64
+) -> F64:
+    """``per_work_entry_scores`` against each key's reference launch made elsewhere
+    (``launch``, per key of ``cols``; ``inf`` where none is known)."""
+    if threads is None:
+        return scores
+    ok = valid(threads) & valid(typical_ns)
+    if not bool(ok.any()):
+        return scores
+    return _per_work(ok, cols, scores, threads, launch)
 
 
 def plain_per_work_scores(

@@ -134,6 +134,42 @@ class TreeGroup:
         top = self._up(value, max)
         return float(self._down(top))
 
+    def score_at_leaders(
+        self,
+        obj: Any,
+        summarize: Callable[[list[Any]], Any],
+        merge: Callable[[list[Any]], Any],
+        score: Callable[[list[Any], Any], Any],
+        join: Callable[[list[Any]], Any],
+        *,
+        to_root: bool,
+    ) -> Any:
+        """Each node leader works on its host's objects; only its result climbs further.
+
+        Members send ``obj`` to their node leader. Each leader ``summarize``s its host's
+        objects; the summaries ``merge`` up the leaders' tree into the root's, which comes
+        back down to every leader, and each leader ``score``s its host's objects against
+        it (``host_scores``: scoring where the data is). ``to_root``: the hosts' results
+        climb to the root, each leader ``join``ing its children's with its own, and the
+        root gets the whole job's (every other rank None); otherwise each leader hands its
+        host's result to its members, and every rank gets its own host's. No rank holds
+        another host's objects.
+        """
+        mine = [obj] if self.node is None else self.node.gather_to_first(obj)
+        if mine is None:  # a member: its leader does the rest
+            if to_root:
+                return None
+            assert self.node is not None
+            return self.node.broadcast_from_first(None)
+        summary = self._leaders_up(summarize(mine), merge)
+        refs = self._leaders_down(summary)
+        part = score(mine, refs)
+        if not to_root:
+            if self.node is not None:
+                self.node.broadcast_from_first(part)
+            return part
+        return self._leaders_up(part, join)
+
     def close(self) -> None:
         """End this rank's groups (their peers' next call on them fails at once)."""
         for g in (self.under, self.heads, self.node):
@@ -152,6 +188,24 @@ class TreeGroup:
             if got is None:  # sent to this group's head: the rest is above us
                 return None
             value = combine(got)
+        return value
+
+    def _leaders_up(self, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
+        """``_up`` from a node leader: its leader groups only."""
+        for group in (self.heads, self.under):
+            if group is None:
+                continue
+            got = group.gather_to_first(value)
+            if got is None:
+                return None
+            value = combine(got)
+        return value
+
+    def _leaders_down(self, value: Any) -> Any:
+        """``_down`` to a node leader: its leader groups only."""
+        for group in (self.under, self.heads):
+            if group is not None:
+                value = group.broadcast_from_first(value)
         return value
 
     def _down(self, value: Any) -> Any:

@@ -38,26 +38,44 @@ def signature(p: RankPayload) -> frozenset[tuple[str, int]]:
     return frozenset(sections | kernels)
 
 
-def mix_groups(payloads: Sequence[RankPayload]) -> dict[int, str]:
-    """rank -> ``mix-<hash>`` for the ranks without a layout, when their work differs."""
+def digests(payloads: Sequence[RankPayload]) -> dict[int, str]:
+    """rank -> its signature's digest, for the ranks without a layout: what a node leader
+    sends up in place of the payload (``host_scores``); ranks with equal digests do the
+    same work."""
     by_sig: dict[frozenset[tuple[str, int]], list[int]] = defaultdict(list)
     for p in payloads:
         if p.info.group is None and not p.info.coords:
             by_sig[signature(p)].append(p.info.rank)
-    if len(by_sig) < 2:
-        return {}
     out: dict[int, str] = {}
     for sig, ranks in by_sig.items():
-        if len(ranks) < 2:
-            continue
         digest = hashlib.sha1(repr(sorted(sig)).encode(), usedforsecurity=False).hexdigest()
         for r in ranks:
-            out[r] = f"mix-{digest[:10]}"
+            out[r] = digest
     return out
+
+
+def groups_of(digests_by_rank: Mapping[int, str]) -> dict[int, str]:
+    """rank -> ``mix-<digest>`` from the ranks' signature digests, when their work differs:
+    every digest shared by at least two ranks is a group; one digest for all: none."""
+    by_digest: dict[str, list[int]] = defaultdict(list)
+    for r, d in digests_by_rank.items():
+        by_digest[d].append(r)
+    if len(by_digest) < 2:
+        return {}
+    return {r: f"mix-{d[:10]}" for d, ranks in by_digest.items() if len(ranks) >= 2 for r in ranks}
+
+
+def mix_groups(payloads: Sequence[RankPayload]) -> dict[int, str]:
+    """rank -> ``mix-<hash>`` for the ranks without a layout, when their work differs."""
+    return groups_of(digests(payloads))
 
 
 def with_mix_groups(
     infos: Mapping[int, RankInfo], payloads: Sequence[RankPayload]
 ) -> dict[int, RankInfo]:
-    groups = mix_groups(payloads)
+    return with_groups(infos, mix_groups(payloads))
+
+
+def with_groups(infos: Mapping[int, RankInfo], groups: Mapping[int, str]) -> dict[int, RankInfo]:
+    """``infos`` with each rank of ``groups`` given its mix group."""
     return {r: replace(i, group=groups[r]) if r in groups else i for r, i in infos.items()}

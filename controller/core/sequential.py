@@ -139,10 +139,11 @@ def advance(
     learn_only: bool = False,
 ) -> dict[Rank, RankTest]:
     """The tests after one report whose judged scores are ``scores`` (rank -> score;
-    NaN or absent: no evidence, that rank's test stays as it was). ``learn_only``: a
+    NaN or absent: no evidence, that rank's sums stay as they were, and its peers'
+    record, which is one report's evidence, reads nothing). ``learn_only``: a
     warm-up report, which teaches the noise (the histories) and moves no statistic."""
     ranks = [Rank(r) for r, s in scores.items() if math.isfinite(s) and s > 0]
-    out = dict(tests)
+    out = {r: replace(t, extreme=0.0) if t.extreme else t for r, t in tests.items()}
     if len(ranks) < MIN_PEERS:
         return out
     logs = np.log(np.minimum(np.fromiter((scores[r] for r in ranks), np.float64), 1.0))

@@ -126,3 +126,42 @@ def test_a_rank_that_skips_a_report_costs_a_timeout_not_a_hang(tmp_path: Path) -
         # The job's own group is untouched: 8 ones, then 0 + 1 + ... + 7.
         assert result["world_sums"] == (WORLD, sum(range(WORLD))), rank
         assert math.isfinite(result["third_s"])
+
+
+@pytest.fixture(scope="module")
+def on_leaders(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    # 4 hosts of 2, fan-out 2: the references climb two leader levels and come back.
+    return _on_tree(tmp_path_factory.mktemp("leaders"), tree_worlds.leaders_score_as_one_rank)
+
+
+def test_node_leaders_score_as_rank0_scoring_every_payload(on_leaders: list[dict]) -> None:
+    root = on_leaders[0]
+    want, got = root["want"], root["got"]
+    assert got is not None and want is not None
+    # Exactly, score for score: the references are the same minima, merged up the tree.
+    assert got.gpu_relative == want.gpu_relative
+    assert got.gpu_relative_median == want.gpu_relative_median
+    assert got.section_relative == want.section_relative
+    assert got.section_individual == want.section_individual
+    assert got.rank_to_node == want.rank_to_node
+    assert min(got.gpu_relative, key=got.gpu_relative.__getitem__) == SLOW
+    # Odd ranks launch attention twice as big in twice the time: per unit of work they
+    # are their peers' equals, so the median reads only the slow GPU as slow.
+    assert min(got.gpu_relative_median, key=got.gpu_relative_median.__getitem__) == SLOW
+    assert sorted(root["rank_info"]) == list(range(WORLD))
+    assert all(r["got"] is None for r in on_leaders[1:])
+
+
+def test_each_rank_gets_its_own_scores_from_its_leader(on_leaders: list[dict]) -> None:
+    want = on_leaders[0]["want"]
+    for rank, result in enumerate(on_leaders):
+        own = result["own"]
+        assert own.gpu_relative == {rank: want.gpu_relative[rank]}, rank
+        assert own.section_relative["backward"] == {rank: want.section_relative["backward"][rank]}
+
+
+def test_no_rank_holds_another_hosts_payloads(on_leaders: list[dict]) -> None:
+    for rank, result in enumerate(on_leaders):
+        # Two exchanges: a leader summarised its host's 2 payloads each time; a member
+        # summarised nothing (its payload went to its leader).
+        assert result["held"] == ([2, 2] if result["leader"] else []), rank

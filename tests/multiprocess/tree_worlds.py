@@ -182,3 +182,75 @@ def one_rank_skips_on_tree(rank: int, world_size: int, out_dir: str, timeout_s: 
         },
     )
     Detector.shutdown()
+
+
+KERNELS = ("gemm", "attn", "norm")
+
+
+def _kernel_payload(rank: int) -> RankPayload:
+    """Sections and kernels with launches of two sizes: rank ``SLOW``'s GPU is 0.6x
+    its peers', odd ranks launch attention twice as big (in twice the time)."""
+    s_ids = np.array([key_id(s) for s in SECTIONS], dtype=np.uint64)
+    k_ids = np.array([key_id(k) for k in KERNELS], dtype=np.uint64)
+    pace = 0.6 if rank == SLOW else 1.0
+    big = 2.0 if rank % 2 else 1.0
+    kernels = np.array([3.0, 2.0 * big, 1.0]) * 1e3 / pace + rank  # every rank's own times
+    names = {int(i): s for i, s in zip(s_ids.tolist(), SECTIONS, strict=True)}
+    names.update({int(i): k for i, k in zip(k_ids.tolist(), KERNELS, strict=True)})
+    return RankPayload(
+        RankInfo(rank, f"n{rank // 2}", section_samples=16, kernel_samples=48),
+        s_ids,
+        np.array([10.0, 15.0 / pace]) * 1e6 + rank,
+        np.array([1.0, 0.9]),
+        k_ids,
+        kernels,
+        kernels * 16,
+        gpu_individual=1.0,
+        names=names,
+        kernel_threads=np.array([4096.0, 1024.0 * big, 256.0]),
+    )
+
+
+def leaders_score_as_one_rank(rank: int, world_size: int, out_dir: str) -> None:
+    """Scoring on the node leaders (``TreeGroup.score_at_leaders``) against rank 0
+    scoring every payload gathered over a flat group; each rank records how many
+    payloads it ever held."""
+    from pacekeeper.detector import host_scores, key_references
+
+    ranks = range(world_size)
+    payload = _kernel_payload(rank)
+    flat = OwnGlooGroup(ranks, rank, 30.0, "test/flat/")
+    tree = tree_group.make(ranks, rank, 30.0, "test/tree/")
+    gathered = flat.gather_to_first(payload)
+    want = None
+    if gathered is not None:
+        names = {k: v for p in gathered for k, v in p.names.items()}
+        want = score_payloads(gathered, names, relative=True, individual=True)
+    held: list[int] = []
+
+    def summarize(mine: list[RankPayload]) -> key_references.References:
+        held.append(len(mine))
+        return key_references.of_payloads(mine)
+
+    def score(mine: list[RankPayload], refs: key_references.References) -> Any:
+        names = {k: v for p in mine for k, v in p.names.items()}
+        return host_scores.score_host(mine, names, refs, relative=True, individual=True)
+
+    assert isinstance(tree, tree_group.TreeGroup)
+    merge, join = key_references.merge, host_scores.join
+    got = tree.score_at_leaders(payload, summarize, merge, score, join, to_root=True)
+    own = tree.score_at_leaders(payload, summarize, merge, score, join, to_root=False)
+    save(
+        out_dir,
+        rank,
+        {
+            "want": want,
+            "got": None if got is None else got.scores(),
+            "rank_info": None if got is None else got.rank_info(),
+            "own": own.scores().only(rank),
+            "held": held,
+            "leader": tree.shape.leader,
+        },
+    )
+    flat.close()
+    tree.close()

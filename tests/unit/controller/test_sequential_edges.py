@@ -7,6 +7,7 @@ pin the counts and values the rule is built from."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -124,6 +125,18 @@ def test_a_rank_without_a_score_keeps_its_test() -> None:
     got = sq.advance(tests, {0: float("nan"), **PEERS}, shift=SHIFT)
     assert got[Rank(0)] == tests[Rank(0)]
     assert len(got[Rank(1)].history) == sq.MIN_WINDOWS + 1
+
+
+def test_a_rank_without_a_score_keeps_its_sums_but_not_its_peers_record() -> None:
+    # The peers' record is one report's evidence: a rank absent from the next report
+    # (its score NaN, or not listed) must not keep passing on the last one's.
+    tests = healthy(sq.MIN_WINDOWS)
+    tests[Rank(0)] = replace(tests[Rank(0)], cusum=3.0, wide=2.0, extreme=99.0)
+    for scores in ({0: float("nan"), **PEERS}, PEERS, {0: 1.0}):
+        got = sq.advance(tests, scores, shift=SHIFT)
+        assert got[Rank(0)] == replace(tests[Rank(0)], extreme=0.0), scores
+        assert not got[Rank(0)].passes(10.0)
+    assert tests[Rank(0)].passes(10.0)  # the record alone passed before
 
 
 def test_forget_keeps_the_in_control_history_and_restarts_every_statistic() -> None:

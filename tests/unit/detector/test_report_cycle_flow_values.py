@@ -163,7 +163,10 @@ def test_a_non_reporting_rank_all_gathers_and_keeps_only_its_own_payload() -> No
     report, convert = out
     assert len(calls) == 1
     fn, payload, info = calls[0]
-    assert fn is gather.all_gather and info == WORLD
+    # The exchange all-gathers on a flat group (each rank scores itself), and on the
+    # tree hands each rank its host's scores (tests/multiprocess/test_report_tree.py).
+    assert fn.func is rc._exchange and fn.keywords["gather_on_rank0"] is False
+    assert info == WORLD
     assert isinstance(payload, RankPayload) and payload.info.rank == 1
     assert report.rank == 1 and report.gather_on_rank0 is False
     for scores in (report.gpu_relative_perf_scores, report.gpu_individual_perf_scores):
@@ -193,7 +196,7 @@ def test_the_reporter_lists_every_rank_and_the_sections_they_named() -> None:
     out = generate(run)
     assert out is not None
     report, convert = out
-    assert calls[0][0] is gather.gather_to_reporter
+    assert calls[0][0].func is rc._exchange and calls[0][0].keywords["gather_on_rank0"]
     assert report.rank == 1 and report.gather_on_rank0 is True
     assert sorted(report.gpu_relative_perf_scores) == [0, 1, 2, 3]
     assert list(run.seen_sections) == ["fwd"]

@@ -94,6 +94,8 @@ def _count_gathered(sizes: list[int]) -> None:
         out = inner(*args, **kwargs)
         if isinstance(out, list):
             sizes.append(sum(len(pickle.dumps(p)) for p in out))
+        elif out is not None:  # the tree's root: the job's scores, joined on the way up
+            sizes.append(len(pickle.dumps(out)))
         return out
 
     report_cycle._exchange = counted

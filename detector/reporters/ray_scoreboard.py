@@ -25,6 +25,7 @@ import secrets
 import time
 from typing import Any
 
+from ..compaction import compact
 from ..score_report import JobIdentity, Platform, ReportRejected, ScoreReport
 from .board_control import ControlTable, control_key_digest
 from .board_store import BoardStore
@@ -226,7 +227,13 @@ class RayScoreBoardSink:
 
     Reports are filed under the Ray job of this process, the one its badge proves: a
     process that joined Ray only to publish (torchrun ranks on a Ray node) has a Ray job
-    of its own, and its reports' ``job`` becomes ``ray:<that job id>`` (the name is kept)."""
+    of its own, and its reports' ``job`` becomes ``ray:<that job id>`` (the name is kept).
+
+    A report whose JSON is over ``max_report_bytes`` (the board's default payload bound)
+    is sent compacted to it, as the custom resource's status is (``compaction``: the
+    worst ranks, every node's summary or, past the budget, the worst nodes and a
+    histogram of the rest): a job of 100,000 ranks still reports, and what reaches the
+    controller is what its decision reads (issue 42)."""
 
     name = "ray"
 
@@ -237,11 +244,13 @@ class RayScoreBoardSink:
         incarnation: str,
         address: str | None = None,
         timeout_s: float = 10.0,
+        max_report_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         self.job = job
         self.incarnation = incarnation
         self.address = address
         self.timeout_s = timeout_s
+        self.max_report_bytes = max_report_bytes
         self._handle: Any = None
         self._badge: Any = None
         self._token: str | None = None
@@ -269,7 +278,10 @@ class RayScoreBoardSink:
                 # install its SIGTERM handler there, which is expected and harmless.
                 logging_level=logging.ERROR,
             )
-        text = self._filed(report).to_json()
+        filed = self._filed(report)
+        text = filed.to_json()
+        if len(text) > self.max_report_bytes:
+            text = compact(filed, self.max_report_bytes).to_json()
         if self._handle is None:
             self._handle = get_scoreboard()
         try:

@@ -199,6 +199,31 @@ def test_a_restarted_job_replaces_its_history_head_with_the_new_incarnation(
     second.close()
 
 
+def test_a_report_over_the_boards_bound_arrives_compacted_with_its_worst_ranks(
+    ray_cluster: str,
+) -> None:
+    import ray
+
+    reset_named_board()
+    job = _job()
+    bound = 64 * 1024
+    sink = RayScoreBoardSink(job=None, incarnation="big", max_report_bytes=bound)
+    big = synthetic_report(job=job, sequence=0, world_size=2048, slow={1500: 0.3, 7: 0.5})
+    assert len(big.to_json()) > bound  # the premise: sent whole, the board would refuse it
+    sink.send(big)
+    wire = ray.get(get_scoreboard().latest.remote(job.key))
+    assert wire is not None
+    got = ScoreReport.from_wire(wire)
+    assert len(got.to_json()) <= bound  # what the board counted
+    assert got.truncated and 0 < len(got.ranks) < 2048
+    assert {1500, 7} <= {r.rank for r in got.ranks}  # the worst kept
+    assert got.summary.worst_rank == 1500 and got.summary.world_size == 2048
+    small = synthetic_report(job=job, sequence=1)
+    sink.send(small)  # under the bound: sent as it is
+    assert ray.get(get_scoreboard().latest.remote(job.key)) == small.to_wire()
+    sink.close()
+
+
 def test_sink_refuses_a_report_of_another_job_without_contacting_the_board() -> None:
     sink = RayScoreBoardSink(job="ray:mine", incarnation="x")
     other = JobIdentity(platform=Platform.RAY, name="t", ray_job_id="02000000")

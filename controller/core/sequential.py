@@ -83,6 +83,16 @@ windows of hours and a lax rate the formula would let a step pass on no evidence
 Q75 = 0.6745
 """Upper quartile of the standard normal (the censored-spread estimate's divisor)."""
 
+MAX_TESTS = 1024
+"""Ranks a job's tests are kept for beyond those of the latest report. A large job's
+bounded Kubernetes report lists a few hundred of its worst ranks, a different few
+hundred each time: kept for every rank ever listed, a 16,384-rank job's tests grew ~25
+KiB a report and would pass a ConfigMap's 1 MiB within the hour (issue 42). Past the
+bound, ranks absent from the report whose statistics are all zero go first, those
+with the shortest history first: they carry no evidence, and a rank that comes back
+must build ``MIN_WINDOWS`` windows before it can pass at all, from which its own scale
+is learnt again. A rank with evidence, and every rank of the report, is always kept."""
+
 
 @dataclass(frozen=True, slots=True)
 class RankTest:
@@ -145,7 +155,7 @@ def advance(
     ranks = [Rank(r) for r, s in scores.items() if math.isfinite(s) and s > 0]
     out = {r: replace(t, extreme=0.0) if t.extreme else t for r, t in tests.items()}
     if len(ranks) < MIN_PEERS:
-        return out
+        return bounded(out, set(ranks))
     logs = np.log(np.minimum(np.fromiter((scores[r] for r in ranks), np.float64), 1.0))
     e = float(np.median(logs)) - logs
     old = [tests.get(r, RankTest()) for r in ranks]
@@ -179,7 +189,23 @@ def advance(
             wide=w,
             extreme=float(beyond[i]) if beyond is not None else 0.0,
         )
-    return out
+    return bounded(out, set(ranks))
+
+
+def bounded(tests: dict[Rank, RankTest], current: set[Rank]) -> dict[Rank, RankTest]:
+    """``tests`` without the evidence-free ranks absent from ``current`` past
+    ``MAX_TESTS`` (``MAX_TESTS``' docstring says which go first)."""
+    excess = len(tests) - max(MAX_TESTS, len(current))
+    if excess <= 0:
+        return tests
+    idle = [
+        r
+        for r, t in tests.items()
+        if r not in current and t.cusum == 0.0 and t.wide == 0.0 and t.extreme == 0.0
+    ]
+    idle.sort(key=lambda r: (len(tests[r].history), r))
+    gone = set(idle[:excess])
+    return {r: t for r, t in tests.items() if r not in gone}
 
 
 def _right_aligned(histories: list[tuple[float, ...]]) -> F64:

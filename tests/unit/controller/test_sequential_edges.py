@@ -139,6 +139,38 @@ def test_a_rank_without_a_score_keeps_its_sums_but_not_its_peers_record() -> Non
     assert tests[Rank(0)].passes(10.0)  # the record alone passed before
 
 
+def test_past_the_bound_absent_ranks_without_evidence_go_shortest_history_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sq, "MAX_TESTS", 8)
+    tests = {Rank(r): sq.RankTest(history=(0.0,) * (r % 5 + 1)) for r in range(100, 110)}
+    tests[Rank(100)] = replace(tests[Rank(100)], cusum=1.0)  # evidence: kept
+    tests[Rank(101)] = replace(tests[Rank(101)], wide=1.0)
+    got = sq.advance(tests, {0: 1.0, **PEERS}, shift=SHIFT)
+    # 6 ranks reported + 10 kept = 16, over the bound of max(8, 6) by 8: of the 8 idle
+    # absent ranks (102-109, histories of 3, 4, 5, 1, 2, 3, 4, 5), all go.
+    assert set(got) == {Rank(r) for r in range(6)} | {Rank(100), Rank(101)}
+    monkeypatch.setattr(sq, "MAX_TESTS", 12)
+    got = sq.advance(tests, {0: 1.0, **PEERS}, shift=SHIFT)
+    # Over by 4: the four shortest histories go (105: 1, 106: 2, then 102 and 107: 3).
+    gone = {Rank(r) for r in (105, 106, 102, 107)}
+    assert set(got) == ({Rank(r) for r in range(6)} | set(tests)) - gone
+
+
+def test_every_rank_of_the_report_is_kept_whatever_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sq, "MAX_TESTS", 2)
+    many = dict.fromkeys(range(20), 1.0)
+    got = sq.advance(healthy(1), many, shift=SHIFT)
+    assert set(got) == {Rank(r) for r in range(20)}
+    # Too few peers to move anything: still bounded to 2, the reported rank kept and,
+    # of the idle, the longest history (ranks 0-5 have two windows, 6-19 one), highest
+    # rank last to go.
+    few = sq.advance(got, {3: 1.0}, shift=SHIFT)
+    assert set(few) == {Rank(3), Rank(5)}
+
+
 def test_forget_keeps_the_in_control_history_and_restarts_every_statistic() -> None:
     tests = {
         Rank(0): sq.RankTest(history=(0.1, 0.2, 0.3, 0.9, 0.9), cusum=3.0, run=2, scale=0.05),

@@ -9,8 +9,14 @@ with the job's last 8 reports, as the controller decides. Printed every ``--ever
 reports: the ranks listed, the job state's JSON size (what the job's ConfigMap holds,
 which the API server caps at 1 MiB), the sequential tests' share of it, and decide's time.
 
+``--advance-at 16384 37000 131072`` times one ``sequential.advance`` of a full report
+at each size instead (after 12 reports of the same noise, so every rank has a history;
+median of 3): what a report listing every rank costs the test (the Ray path's report,
+compacted past 16 MiB, lists ~37,000).
+
 Run: .venv/bin/python bench/controller_state_size.py [--ranks 16384] [--reports 60]
-Results: bench/results/controller_state_size.json
+     .venv/bin/python bench/controller_state_size.py --advance-at 16384 37000 131072
+Results: bench/results/controller_state_size.json (``_advance``)
 """
 
 from __future__ import annotations
@@ -73,12 +79,40 @@ def run(ranks: int, reports: int, every: int) -> list[dict[str, Any]]:
     return rows
 
 
+def advance_cost(ranks: int, warm: int = 12, timed: int = 3) -> dict[str, Any]:
+    import numpy as np
+
+    from pacekeeper.controller.core import sequential
+
+    rng = np.random.default_rng(0)
+    shift = sequential.shift_for(0.9)
+    tests: dict[Any, Any] = {}
+    times = []
+    for i in range(warm + timed):
+        scores = dict(enumerate(rng.uniform(0.97, 1.0, ranks).tolist()))
+        t0 = time.perf_counter()
+        tests = sequential.advance(tests, scores, shift=shift)
+        if i >= warm:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return {
+        "ranks": ranks,
+        "advance ms (median)": round(sorted(times)[len(times) // 2], 1),
+        "advance ms (max)": round(max(times), 1),
+        "tests KiB": round(len(json.dumps({str(r): t.history for r, t in tests.items()})) / 1024),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=16384)
     ap.add_argument("--reports", type=int, default=60)
     ap.add_argument("--every", type=int, default=10)
+    ap.add_argument("--advance-at", type=int, nargs="*", default=[])
     args = ap.parse_args(argv)
+    if args.advance_at:
+        cost = [advance_cost(n) for n in args.advance_at]
+        emit("controller_state_size_advance", cost, title="sequential.advance of a full report")
+        return 0
     rows = run(args.ranks, args.reports, args.every)
     emit(
         "controller_state_size",

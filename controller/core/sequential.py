@@ -153,16 +153,22 @@ def advance(
     record, which is one report's evidence, reads nothing). ``learn_only``: a
     warm-up report, which teaches the noise (the histories) and moves no statistic."""
     ranks = [Rank(r) for r, s in scores.items() if math.isfinite(s) and s > 0]
-    out = {r: replace(t, extreme=0.0) if t.extreme else t for r, t in tests.items()}
+    current = set(ranks)
     if len(ranks) < MIN_PEERS:
-        return bounded(out, set(ranks))
+        out = {r: replace(t, extreme=0.0) if t.extreme else t for r, t in tests.items()}
+        return bounded(out, current)
+    # The ranks of this report get their record's evidence anew below.
+    out = {
+        r: replace(t, extreme=0.0) if t.extreme and r not in current else t
+        for r, t in tests.items()
+    }
     logs = np.log(np.minimum(np.fromiter((scores[r] for r in ranks), np.float64), 1.0))
     e = float(np.median(logs)) - logs
     old = [tests.get(r, RankTest()) for r in ranks]
     own = _own(old)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no rank has history yet
-        pooled = np.nan_to_num(np.nanmedian(own, axis=0), nan=0.0)
+        pooled = np.nan_to_num(_nanmedian_rows(own.T), nan=0.0)
     q50, q75, q10, q90 = np.quantile(e, [0.5, 0.75, 0.1, 0.9])
     spread = float(q75 - q50) / Q75
     scale = np.fmax(np.nan_to_num(own[:, 0], nan=0.0), max(float(pooled[0]), spread, FLOOR))
@@ -247,7 +253,7 @@ def _own(tests: list[RankTest]) -> F64:
         warnings.simplefilter("ignore", RuntimeWarning)  # rows of NaN tails
         scale = np.fmax(_mad(h), _mad(np.diff(h, axis=1)) / math.sqrt(2.0))
         pos = np.where(scale > 0, scale, np.nan)[:, None]
-        z = np.clip((h - np.nanmedian(h, axis=1, keepdims=True)) / pos, -CLIP, CLIP)
+        z = np.clip((h - _nanmedian_rows(h)[:, None]) / pos, -CLIP, CLIP)
         z = z - np.nanmean(z, axis=1, keepdims=True)
         den = np.nansum(z * z, axis=1)
         lag = np.nansum(z[:, 1:] * z[:, :-1], axis=1)
@@ -259,9 +265,22 @@ def _own(tests: list[RankTest]) -> F64:
 
 def _mad(a: F64) -> F64:
     """Per row, 1.4826 x the median absolute deviation, NaNs left out."""
-    med = np.nanmedian(a, axis=1, keepdims=True)
-    dev: F64 = MAD_TO_SIGMA * np.nanmedian(np.abs(a - med), axis=1)
+    med = _nanmedian_rows(a)[:, None]
+    dev: F64 = MAD_TO_SIGMA * _nanmedian_rows(np.abs(a - med))
     return dev
+
+
+def _nanmedian_rows(a: F64) -> F64:
+    """``np.nanmedian(a, axis=1)``, the same values, by one sort of the rows: numpy's
+    takes a masked-array path for rows with NaN that cost most of ``advance`` (0.19 of
+    0.75 s at 37,000 ranks). NaN sorts last, so a row's k values lead it."""
+    s = np.sort(a, axis=1)
+    k = np.count_nonzero(~np.isnan(a), axis=1)
+    out = np.full(a.shape[0], np.nan)
+    rows = np.flatnonzero(k)
+    kk = k[rows]
+    out[rows] = (s[rows, (kk - 1) // 2] + s[rows, kk // 2]) / 2
+    return out
 
 
 def forget(tests: Mapping[Rank, RankTest]) -> dict[Rank, RankTest]:

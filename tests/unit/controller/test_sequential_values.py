@@ -12,10 +12,13 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pacekeeper.controller.core import sequential as sq
 
@@ -146,3 +149,25 @@ def test_a_rank_without_history_takes_the_peers_median_scale() -> None:
     assert [got[sq.Rank(r)].scale for r in range(5)] == pytest.approx(
         [max(0.01 * (r + 1), 0.03) * unit for r in range(5)], rel=1e-9
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 40),
+    st.integers(1, 33),
+    st.integers(0, 2**32 - 1),
+    st.floats(0.0, 0.9),
+    st.booleans(),
+)
+def test_the_row_median_is_numpys_nanmedian_to_the_bit(
+    rows: int, cols: int, seed: int, missing: float, ties: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(rows, cols)) * 10 ** rng.uniform(-6, 3)
+    if ties:
+        a = np.round(a, 1)
+    a[rng.random((rows, cols)) < missing] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows
+        want = np.nanmedian(a, axis=1)
+    np.testing.assert_array_equal(sq._nanmedian_rows(a), want)

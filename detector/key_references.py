@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from . import scoring
+from .few_scores import RankPayload
 
 U64 = scoring.U64
 F64 = scoring.F64
@@ -32,21 +33,6 @@ I64 = scoring.I64
 SUPPORT_CAP = 2
 """Counts are kept only up to this: the rules ask "one rank, or more?" and nothing else,
 so a capped count is as good as the count and the summaries stay the keys' size."""
-
-
-class KeyedTimes(Protocol):
-    """What is read of ``payload.RankPayload``."""
-
-    @property
-    def section_ids(self) -> U64: ...
-    @property
-    def section_median_ns(self) -> F64: ...
-    @property
-    def kernel_ids(self) -> U64: ...
-    @property
-    def kernel_median_ns(self) -> F64: ...
-    @property
-    def kernel_threads(self) -> F64 | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +106,7 @@ def _reduce(
     )
 
 
-def of_payloads(payloads: Sequence[KeyedTimes]) -> References:
+def of_payloads(payloads: Sequence[RankPayload]) -> References:
     """The references of these ranks alone (one host's, or the whole job's)."""
     if not payloads:
         return References.empty()

@@ -196,8 +196,9 @@ def _exchange(
     individual: bool,
 ) -> Any:
     """The report's collective: on the tree, scoring on the node leaders
-    (``HostScores``: the root's list of every host's, or this rank's host's); on any
-    other group, the payloads (rank 0's list, or every rank's when each scores itself)."""
+    (``HostScores``: the whole job's on the root, joined on the way up, or this rank's
+    host's; None on the other ranks of a gathered report); on any other group, the
+    payloads (rank 0's list, or every rank's when each scores itself)."""
     if isinstance(group, TreeGroup):
         guard = run.guard
 

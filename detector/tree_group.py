@@ -7,9 +7,11 @@ is an ``OwnGlooGroup`` with the detector's timeout; a level that fails raises, a
 caller (``report_group``) closes every group of this rank, so its peers' next call on
 them fails at once, as the flat group does.
 
-What travels up is each rank's object pickled once, tagged with its group rank: heads
-pass the bytes on without unpickling them, and only the rank that keeps the result
-decodes it. The groups are made once, at the first report collective (``make``), each
+In the four collectives, what travels up is each rank's object pickled once, tagged
+with its group rank: heads pass the bytes on without unpickling them, and only the rank
+that keeps the result decodes it. ``score_at_leaders`` instead has each node leader work
+on its host's objects and each head combine what its children send (scoring on the
+leaders, ``host_scores``). The groups are made once, at the first report collective (``make``), each
 rank first the group it heads, then its parent's: a head waits only for ranks below it,
 so creation never waits in a cycle.
 """

@@ -22,7 +22,14 @@ WORK_MS = {"compute": 100.0, "step": 100.0, "backward": 200.0}
 all eight at once, and the few ms until each is scheduled again land partly in DDP's
 backward (~5% of 200 ms, measured), so that placement gets more work to stay clear of a
 10% slowdown."""
-STEPS = 16
+STEPS = 40
+"""Enough for the culprit's gap to outgrow a one-off skew. The window's first all-reduce
+absorbs how far apart the ranks left ``initialize`` (40-300 ms measured with the ranks
+sharing two cores with four busy processes), which is nobody's waiting for the culprit;
+a 10% culprit's peers wait 11 ms a step longer than it does. At 16 steps (176 ms) the
+skew could outweigh the gap: 1 CI run in 4 failed the wait-share test, and 1 in 16 under
+the extra load. At 40 (440 ms), 12 runs of 12 under that load kept every victim 0.034 or
+more above the culprit."""
 PLACEMENTS = ("compute", "step", "backward")
 
 

@@ -96,6 +96,7 @@ def advance_cost(ranks: int, warm: int = 12, timed: int = 3) -> dict[str, Any]:
             times.append((time.perf_counter() - t0) * 1e3)
     return {
         "ranks": ranks,
+        "reports before": warm,
         "advance ms (median)": round(sorted(times)[len(times) // 2], 1),
         "advance ms (max)": round(max(times), 1),
         "tests KiB": round(len(json.dumps({str(r): t.history for r, t in tests.items()})) / 1024),
@@ -108,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reports", type=int, default=60)
     ap.add_argument("--every", type=int, default=10)
     ap.add_argument("--advance-at", type=int, nargs="*", default=[])
+    ap.add_argument("--warm", type=int, default=12, help="reports before the timed ones")
     args = ap.parse_args(argv)
     if args.advance_at:
-        cost = [advance_cost(n) for n in args.advance_at]
+        cost = [advance_cost(n, warm=args.warm) for n in args.advance_at]
         emit("controller_state_size_advance", cost, title="sequential.advance of a full report")
         return 0
     rows = run(args.ranks, args.reports, args.every)

@@ -171,3 +171,32 @@ def test_the_row_median_is_numpys_nanmedian_to_the_bit(
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows
         want = np.nanmedian(a, axis=1)
     np.testing.assert_array_equal(sq._nanmedian_rows(a), want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(-5, 5, allow_nan=False), max_size=sq.HISTORY).map(tuple),
+        min_size=1,
+        max_size=12,
+    ),
+    st.data(),
+)
+def test_histories_take_their_places_in_the_arrays(
+    histories: list[tuple[float, ...]], data: st.DataObject
+) -> None:
+    """``_own`` reads each history's in-control part from the first columns and the
+    peers' record reads each from the last; both arrays fill the full histories (of
+    ``HISTORY`` windows) in one conversion and the rest one by one."""
+    left, right = sq._left_aligned(histories), sq._right_aligned(histories)
+    for i, h in enumerate(histories):
+        pad = [NAN] * (sq.HISTORY - len(h))
+        np.testing.assert_array_equal(left[i], [*h, *pad])
+        np.testing.assert_array_equal(right[i], [*pad, *h])
+    runs = [data.draw(st.integers(0, len(h) + 2)) for h in histories]
+    tests = [sq.RankTest(history=h, run=r) for h, r in zip(histories, runs, strict=True)]
+    with_runs = sq._own(tests)
+    kept = [
+        sq.RankTest(history=h[: max(0, len(h) - r)]) for h, r in zip(histories, runs, strict=True)
+    ]
+    np.testing.assert_array_equal(with_runs, sq._own(kept))

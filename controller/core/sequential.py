@@ -41,9 +41,10 @@ import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Annotated
 
 import numpy as np
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from pacekeeper.controller.core import peer_extreme
@@ -101,8 +102,9 @@ class RankTest:
 
     __pydantic_config__ = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
-    history: tuple[float, ...] = ()
-    """Its deviations from its peers (log-score units), oldest first."""
+    history: Annotated[tuple[float, ...], Field(max_length=HISTORY)] = ()
+    """Its deviations from its peers (log-score units), oldest first; a persisted state
+    with more than ``HISTORY`` is refused where it is read (``State.from_dict``)."""
     cusum: float = 0.0
     run: int = 0
     """Reports since both statistics were last zero: the windows the scale leaves out."""

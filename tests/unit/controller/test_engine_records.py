@@ -26,7 +26,7 @@ from pacekeeper.controller.core.decisions import (
     summary_lines,
 )
 from pacekeeper.controller.core.engine import decide
-from pacekeeper.controller.core.ids import JobKey, NodeName
+from pacekeeper.controller.core.ids import JobKey, NodeName, Rank
 from pacekeeper.controller.core.observations import (
     ClusterView,
     MarkKind,
@@ -91,6 +91,15 @@ def test_state_from_bad_data_names_the_field() -> None:
         State.from_dict({"jobs": {"a/b": {"firstSeenAt": "yesterday"}}})
     with pytest.raises(StateError, match="stateVersion 7"):
         State.from_dict({"stateVersion": 7})
+    # sequential.advance reads at most HISTORY windows a rank: more is refused at load.
+    at = "2026-12-07T00:00:00Z"
+    for n, ok in ((32, True), (33, False)):
+        data = {"jobs": {"a/b": {"firstSeenAt": at, "tests": {"5": {"history": [0.01] * n}}}}}
+        if ok:
+            assert len(State.from_dict(data).jobs[JobKey("a/b")].tests[Rank(5)].history) == n
+        else:
+            with pytest.raises(StateError, match=r"state\.jobs\.a/b\.tests\.5\.history"):
+                State.from_dict(data)
 
 
 def test_state_stays_bounded_over_a_long_noisy_run() -> None:

@@ -24,7 +24,7 @@ backward (~5% of 200 ms, measured), so that placement gets more work to stay cle
 10% slowdown."""
 STEPS = 40
 """Enough for the culprit's gap to outgrow a one-off skew. The window's first all-reduce
-absorbs how far apart the ranks left ``initialize`` (40-300 ms measured with the ranks
+absorbs how far apart the ranks left ``initialize`` (21-303 ms measured with the ranks
 sharing two cores with four busy processes), which is nobody's waiting for the culprit;
 a 10% culprit's peers wait 11 ms a step longer than it does. At 16 steps (176 ms) the
 skew could outweigh the gap: 1 CI run in 4 failed the wait-share test, and 1 in 16 under

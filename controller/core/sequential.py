@@ -190,7 +190,7 @@ def advance(
     # Python floats from .tolist(), not a numpy index per rank: the same values, without a
     # scalar object made for each.
     histories = [(*t.history, round(d, 6))[-HISTORY:] for t, d in zip(old, e.tolist(), strict=True)]
-    beyond = peer_extreme.evidence(_right_aligned(histories), scale) if moving else None
+    beyond = peer_extreme.evidence(_aligned(histories, right=True), scale) if moving else None
     extremes = beyond.tolist() if beyond is not None else [0.0] * len(ranks)
     columns = zip(
         ranks, old, histories, step.tolist(), wide.tolist(), scale.tolist(), extremes, strict=True
@@ -201,7 +201,7 @@ def advance(
         out[r] = RankTest(
             history=h, cusum=s, run=t.run + 1 if s > 0 or w > 0 else 0, scale=sc, wide=w, extreme=ex
         )
-    return bounded(out, set(ranks))
+    return bounded(out, current)
 
 
 def bounded(tests: dict[Rank, RankTest], current: set[Rank]) -> dict[Rank, RankTest]:
@@ -220,20 +220,11 @@ def bounded(tests: dict[Rank, RankTest], current: set[Rank]) -> dict[Rank, RankT
     return {r: t for r, t in tests.items() if r not in gone}
 
 
-def _right_aligned(histories: list[tuple[float, ...]]) -> F64:
-    """Ranks x ``HISTORY``: each history in its row's last columns, NaN before it."""
-    out = _left_aligned(histories)
-    for i, h in enumerate(histories):
-        if 0 < len(h) < HISTORY:
-            out[i] = np.nan
-            out[i, HISTORY - len(h) :] = h
-    return out
-
-
-def _left_aligned(histories: list[tuple[float, ...]]) -> F64:
-    """Ranks x ``HISTORY``: each history in its row's first columns, NaN after it. The
-    full histories (most, once a job has run ``HISTORY`` reports) go in one array
-    conversion rather than a slice assignment each (~1 us a rank)."""
+def _aligned(histories: list[tuple[float, ...]], *, right: bool) -> F64:
+    """Ranks x ``HISTORY``: each history in its row's first columns (``right``: its
+    last), NaN in the rest. The full histories (most, once a job has run ``HISTORY``
+    reports) go in one array conversion rather than a slice assignment each (~1 us a
+    rank)."""
     out = np.full((len(histories), HISTORY), np.nan)
     full = [i for i, h in enumerate(histories) if len(h) == HISTORY]
     if full:
@@ -241,7 +232,10 @@ def _left_aligned(histories: list[tuple[float, ...]]) -> F64:
         out[full] = np.fromiter(flat, np.float64, len(full) * HISTORY).reshape(-1, HISTORY)
     for i, h in enumerate(histories):
         if 0 < len(h) < HISTORY:
-            out[i, : len(h)] = h
+            if right:
+                out[i, HISTORY - len(h) :] = h
+            else:
+                out[i, : len(h)] = h
     return out
 
 
@@ -263,7 +257,7 @@ def _own(tests: list[RankTest]) -> F64:
     """Per rank (rows): the scale of its in-control history (its deviations' MAD, drift
     included, or its differences' MAD / sqrt 2 when larger) and the lag-1
     autocorrelation of that history; NaN where it has fewer than ``MIN_WINDOWS``."""
-    h = _left_aligned([t.history for t in tests])
+    h = _aligned([t.history for t in tests], right=False)
     # Only the in-control part: the last ``run`` windows are out.
     keep = np.fromiter((len(t.history) - t.run for t in tests), np.intp, len(tests))
     h[np.arange(HISTORY)[None, :] >= keep[:, None]] = np.nan

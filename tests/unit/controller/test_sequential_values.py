@@ -188,7 +188,7 @@ def test_histories_take_their_places_in_the_arrays(
     """``_own`` reads each history's in-control part from the first columns and the
     peers' record reads each from the last; both arrays fill the full histories (of
     ``HISTORY`` windows) in one conversion and the rest one by one."""
-    left, right = sq._left_aligned(histories), sq._right_aligned(histories)
+    left, right = sq._aligned(histories, right=False), sq._aligned(histories, right=True)
     for i, h in enumerate(histories):
         pad = [NAN] * (sq.HISTORY - len(h))
         np.testing.assert_array_equal(left[i], [*h, *pad])
